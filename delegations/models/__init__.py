@@ -1,0 +1,4 @@
+from .tokens import APIToken
+from .workers import WorkerHeartbeat
+
+__all__ = ["APIToken", "WorkerHeartbeat"]

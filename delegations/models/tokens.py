@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "hnd_"
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class APIToken(models.Model):
+    """A personal API token. Only its sha256 is stored; the token itself is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What this token is for, e.g. 'CI script'.")
+    prefix = models.CharField(max_length=12, editable=False,
+                              help_text="The first characters, to tell tokens apart.")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @classmethod
+    def issue(cls, *, user: object, name: str) -> tuple[APIToken, str]:
+        """Create a token; returns the row and the raw token, which is never stored."""
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(user=user, name=name or "token", prefix=raw[:12], digest=_digest(raw))
+        return token, raw
+
+    @classmethod
+    def authenticate(cls, raw: str) -> APIToken | None:
+        token = (cls.objects.select_related("user")
+                 .filter(digest=_digest(raw), revoked_at__isnull=True, user__is_active=True).first())
+        if token is not None:
+            cls.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+        return token
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def revoke(self) -> None:
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])

@@ -1,0 +1,76 @@
+"""The one small interface every model adapter implements (DESIGN §2.11).
+
+Messages go in as OpenAI-style dicts::
+
+    {"role": "system" | "user" | "assistant" | "tool", "content": str,
+     "tool_calls": [{"id", "name", "arguments": {...}}],   # assistant only
+     "tool_call_id": str, "name": str}                     # tool only
+
+Tools go in as ``{"name", "description", "parameters": <JSON Schema>}``. A call returns
+one :class:`ModelTurn`; text is streamed through ``on_text`` as it is produced.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import ErrorCode, ProtocolError
+
+Message = dict[str, Any]
+ToolSchema = dict[str, Any]
+TextCallback = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ModelTurn:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    finish_reason: str = "stop"
+
+
+class ModelAdapter(ABC):
+    """Subclass per provider. ``config`` is validated in ``__init__``: a bad config raises
+    ProtocolError(ERR_INVALID_ADAPTER_CONFIG) naming the key, before any run starts."""
+
+    name: ClassVar[str]
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.config = dict(config or {})
+
+    @abstractmethod
+    async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
+                       on_text: TextCallback | None = None) -> ModelTurn:
+        """One model call. Provider failures that survive retries raise
+        ProtocolError(ERR_TOOL_FAILURE) with the provider's message (never an API key)."""
+
+    def for_child(self, label: str) -> ModelAdapter:
+        """The adapter a child spawned with ``label`` uses. Same provider and config by default."""
+        return type(self)(self.config)
+
+    @property
+    def model_name(self) -> str:
+        return str(self.config.get("model", self.name))
+
+    def public_config(self) -> dict[str, Any]:
+        """The config as it may be stored and shown: secrets removed."""
+        return {k: v for k, v in self.config.items()
+                if not any(s in k.lower() for s in ("key", "secret", "token", "password"))}
+
+
+def config_error(adapter: str, key: str, problem: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.INVALID_ADAPTER_CONFIG,
+                         f"Adapter '{adapter}': config '{key}' {problem}.",
+                         details={"adapter": adapter, "key": key})

@@ -1,0 +1,30 @@
+"""Who may do what. Two groups carry the roles; superusers have both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMPOSERS = "composers"
+APPROVERS = "approvers"
+
+
+def _in_group(user: Any, group: str) -> bool:
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    names = getattr(user, "_handoff_groups", None)
+    if names is None:
+        names = set(user.groups.values_list("name", flat=True))
+        user._handoff_groups = names  # cached for the request
+    return group in names
+
+
+def can_compose(user: Any) -> bool:
+    """Composers create and run delegations and import skills."""
+    return _in_group(user, COMPOSERS)
+
+
+def can_approve(user: Any) -> bool:
+    """Approvers decide inbox items (approvals, clarifications, budget escalations)."""
+    return _in_group(user, APPROVERS)

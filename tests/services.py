@@ -1,0 +1,59 @@
+"""Finding the machine services some tests need (PostgreSQL, Redis, Chromium).
+
+With HANDOFF_REQUIRE_SERVICES=1 (as in CI) a missing service fails the test instead of
+skipping it, so a green CI run means every integration test really ran."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = os.environ.get("HANDOFF_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def services_required() -> bool:
+    return os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1"
+
+
+def missing(reason: str) -> None:
+    """Skip, or fail when services are required."""
+    if services_required():
+        pytest.fail(f"Required service missing: {reason}")
+    pytest.skip(reason)
+
+
+def reachable(url: str) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 0), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def chromium_path() -> str:
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        missing(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    return CHROMIUM
+
+
+def redis_url() -> str:
+    url = os.environ.get("HANDOFF_TEST_REDIS_URL") or os.environ.get("REDIS_URL", "")
+    if not url or not reachable(url):
+        missing("Redis not reachable: set HANDOFF_TEST_REDIS_URL (see .ci/run)")
+    return url
+
+
+def postgres_url() -> str:
+    url = os.environ.get("HANDOFF_TEST_POSTGRES_URL", "")
+    if not url and os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        url = os.environ["DATABASE_URL"]
+    if not url or not reachable(url):
+        missing("PostgreSQL not reachable: set HANDOFF_TEST_POSTGRES_URL (see .ci/run)")
+    return url

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.core.exceptions import ImproperlyConfigured
+
+from delegations.models import APIToken
+from handoff_site import env
+from handoff_site.asgi import application
+
+pytestmark = pytest.mark.django_db
+
+
+def test_health_reports_database_channel_layer_and_workers(client):
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["database"]["ok"] is True
+    assert body["channel_layer"]["ok"] is True
+    assert "workers" in body and body["workers"]["backend"] == "db"
+
+
+def test_every_page_requires_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_the_login_page_is_styled_like_the_app(client):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b"css/app.css" in response.content and b"Log in" in response.content
+
+
+def test_a_logged_in_user_sees_the_dashboard_with_navigation(composer_client):
+    response = composer_client.get("/")
+    assert response.status_code == 200
+    assert b"Dashboard" in response.content
+    assert b'hx-headers=\'{"X-CSRFToken"' in response.content
+
+
+def test_unknown_pages_get_the_styled_404(composer_client, settings):
+    settings.DEBUG = False
+    response = composer_client.get("/no/such/page/")
+    assert response.status_code == 404
+    assert b"Page not found" in response.content
+
+
+def test_unknown_api_routes_answer_json_404(client):
+    response = client.get("/api/no/such/route")
+    assert response.status_code == 404
+    assert "detail" in response.json()
+
+
+def test_the_api_answers_401_json_without_credentials(client):
+    response = client.get("/api/me")
+    assert response.status_code == 401
+    assert "Bearer" in response.json()["detail"]
+
+
+def test_a_bearer_token_authenticates_the_api(client, composer):
+    _, raw = APIToken.issue(user=composer, name="script")
+    response = client.get("/api/me", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 200
+    assert response.json() == {"username": "carol", "is_staff": False, "can_compose": True,
+                               "can_approve": False}
+
+
+def test_tokens_are_stored_hashed_and_revocable(client, composer):
+    token, raw = APIToken.issue(user=composer, name="script")
+    assert raw not in json.dumps(list(APIToken.objects.values()), default=str)
+    token.revoke()
+    response = client.get("/api/me", headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 401
+
+
+def test_a_wrong_token_gets_401(client, composer):
+    response = client.get("/api/me", headers={"Authorization": "Bearer hnd_nope"})
+    assert response.status_code == 401
+
+
+def test_the_account_page_shows_a_new_token_once(composer_client):
+    response = composer_client.post("/account/tokens/", {"name": "ci"})
+    assert response.status_code == 200
+    raw = APIToken.objects.get(name="ci")
+    assert raw.prefix.encode() in response.content
+    again = composer_client.get("/account/")
+    assert b"will not be shown again" not in again.content
+
+
+def test_a_token_without_a_name_is_refused_with_a_message(composer_client):
+    response = composer_client.post("/account/tokens/", {"name": " "}, follow=True)
+    assert b"Give the token a name" in response.content
+    assert not APIToken.objects.exists()
+
+
+def test_the_api_docs_and_schema_render(client):
+    assert client.get("/api/docs").status_code == 200
+    schema = client.get("/api/openapi.json").json()
+    assert "/api/health" in schema["paths"]
+
+
+@pytest.mark.parametrize(("reader", "value", "message"), [
+    (lambda: env.env_bool("HANDOFF_X", False), "maybe", "HANDOFF_X='maybe' is not a boolean"),
+    (lambda: env.env_int("HANDOFF_X", 1), "ten", "HANDOFF_X='ten' is not a whole number"),
+    (lambda: env.env_float("HANDOFF_X", 0.5, minimum=0, maximum=1), "2", "must be between"),
+    (lambda: env.env_choice("HANDOFF_X", "a", ("a", "b")), "c", "must be one of: a, b"),
+])
+def test_bad_settings_fail_with_a_message_naming_the_variable(monkeypatch, reader, value, message):
+    monkeypatch.setenv("HANDOFF_X", value)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        reader()
+
+
+def test_a_bad_setting_stops_start_up(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "manage.py", "check"], capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "HANDOFF_LANE_SIZE": "lots",
+                                 "HANDOFF_DATA_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert "HANDOFF_LANE_SIZE='lots' is not a whole number" in result.stderr
+
+
+async def test_a_websocket_to_an_unknown_route_is_closed_and_the_server_keeps_serving():
+    communicator = WebsocketCommunicator(application, "/ws/nowhere/",
+                                         headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
+    connected, _ = await communicator.connect()
+    assert connected
+    closed = await communicator.receive_output()
+    assert closed == {"type": "websocket.close", "code": 4404}
+    await communicator.disconnect()
+    again = WebsocketCommunicator(application, "/ws/elsewhere/",
+                                  headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
+    assert (await again.connect())[0]
+    await again.disconnect()
