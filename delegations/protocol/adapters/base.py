@@ -12,6 +12,7 @@ one :class:`ModelTurn`; text is streamed through ``on_text`` as it is produced.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from typing import Any, ClassVar
 from ..errors import ErrorCode, ProtocolError
 
 Message = dict[str, Any]
+# Config keys that would hold a secret ("api_key", "auth_token"); not "max_tokens" or "api_key_env".
+_SECRET_KEY = re.compile(r"(api_?key|secret|password|passwd|authorization|(^|_)token)$", re.IGNORECASE)
 ToolSchema = dict[str, Any]
 TextCallback = Callable[[str], Awaitable[None]]
 
@@ -66,8 +69,7 @@ class ModelAdapter(ABC):
 
     def public_config(self) -> dict[str, Any]:
         """The config as it may be stored and shown: secrets removed."""
-        return {k: v for k, v in self.config.items()
-                if not any(s in k.lower() for s in ("key", "secret", "token", "password"))}
+        return {k: v for k, v in self.config.items() if not _SECRET_KEY.search(k)}
 
 
 def config_error(adapter: str, key: str, problem: str) -> ProtocolError:

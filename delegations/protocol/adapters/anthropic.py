@@ -1,0 +1,330 @@
+"""Anthropic's Messages API through the official ``anthropic`` SDK, streamed.
+
+The adapter-neutral history (base.py) is reshaped the way the Messages API requires:
+system messages become the ``system`` prompt; assistant tool calls become ``tool_use``
+blocks; tool results become ``tool_result`` blocks in a user turn; consecutive turns of
+the same role are merged (the API wants user and assistant to alternate, starting with
+user). While streaming, ``text_delta`` goes to ``on_text`` and each ``tool_use`` block's
+``input_json_delta`` fragments are joined and parsed when the block ends.
+
+Config (checked when the adapter is built)::
+
+    model               required, e.g. "claude-sonnet-4-5"
+    max_tokens          output cap, default 1024 (the API requires one)
+    temperature         0..1 (model default when unset)
+    base_url            default: env ANTHROPIC_BASE_URL, else the SDK's
+    timeout_s           per request, default 60
+    max_retries         retries after the first try for 429/5xx/529/timeouts, default 2
+    retry_base_delay_s  first backoff delay, default 0.5 (doubles each retry)
+    tool_choice         "auto" (default) | "required" (the API's "any")
+
+The API key comes from the environment variable ANTHROPIC_API_KEY only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import anthropic
+
+from ..errors import ErrorCode, ProtocolError
+from . import config_checks as check
+from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema
+from .provider_errors import (
+    RETRYABLE_STATUS,
+    ProviderFailure,
+    call_with_retries,
+    retry_after_seconds,
+    retry_policy_from_config,
+    scrub_secrets,
+)
+from .tool_format import content_text, parameters_schema, tool_description
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+NO_KEY_NEEDED = "not-needed"
+_CONFIG_KEYS = ("model", "max_tokens", "temperature", "base_url", "timeout_s", "max_retries",
+                "retry_base_delay_s", "tool_choice")
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
+           "max_tokens": "length", "refusal": "content_filter"}
+# Error types the API puts in its error bodies (also inside an open stream) that are
+# worth another try.
+_RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error",
+                              "timeout_error"})
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str
+    id: str = ""
+    name: str = ""
+    json_parts: list[str] = field(default_factory=list)
+    start_input: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _StreamState:
+    text_parts: list[str] = field(default_factory=list)
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    finish_reason: str = "stop"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    streamed: bool = False
+
+
+def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            arguments = {"raw": arguments}
+    return {"type": "tool_use", "id": call["id"], "name": call["name"],
+            "input": arguments if isinstance(arguments, dict) else {"value": arguments}}
+
+
+def to_anthropic_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt, alternating user/assistant turns made of content blocks)."""
+    system_parts: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": list(blocks)})
+
+    for message in messages:
+        role = message.get("role")
+        text = content_text(message.get("content"))
+        if role == "system":
+            if text:
+                system_parts.append(text)
+        elif role == "assistant":
+            blocks = [{"type": "text", "text": text}] if text.strip() else []
+            blocks += [_tool_use(call) for call in message.get("tool_calls") or []]
+            add("assistant", blocks)
+        elif role == "tool":
+            block: dict[str, Any] = {"type": "tool_result",
+                                     "tool_use_id": message.get("tool_call_id", ""),
+                                     "content": text or "(empty result)"}
+            if message.get("is_error"):
+                block["is_error"] = True
+            add("user", [block])
+        elif text.strip():
+            add("user", [{"type": "text", "text": text}])
+    if not turns or turns[0]["role"] != "user":
+        # The API requires the conversation to open with a user turn.
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": "Begin."}]})
+    return "\n\n".join(system_parts), turns
+
+
+def to_anthropic_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [{"name": tool["name"], "description": tool_description(tool),
+             "input_schema": parameters_schema(tool)} for tool in tools]
+
+
+def _error_body(body: object) -> tuple[str | None, str | None]:
+    """(error type, message) from an API error body {"type": "error", "error": {...}}."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            kind, message = error.get("type"), error.get("message")
+            return (kind if isinstance(kind, str) else None,
+                    message if isinstance(message, str) else None)
+    return None, None
+
+
+class AnthropicAdapter(ModelAdapter):
+    name: ClassVar[str] = "anthropic"
+
+    def __init__(self, config: dict[str, Any] | None = None, *,
+                 http_client: Any | None = None) -> None:
+        """``http_client`` (an ``httpx2.AsyncClient``) is for tests and proxies only."""
+        super().__init__(config)
+        adapter, cfg = self.name, self.config
+        check.reject_unknown_keys(adapter, cfg, _CONFIG_KEYS)
+        self.model = check.text(adapter, cfg, "model", required=True) or ""
+        self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1,
+                                        default=1024) or 1024
+        self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=1)
+        self.base_url = check.base_url(adapter, cfg,
+                                       default=os.environ.get("ANTHROPIC_BASE_URL"))
+        self.timeout_s = check.number(adapter, cfg, "timeout_s", minimum=0, default=60.0,
+                                      exclusive_minimum=True) or 60.0
+        self.tool_choice = check.text(adapter, cfg, "tool_choice", default="auto",
+                                      choices=("auto", "required")) or "auto"
+        self.retry_policy = retry_policy_from_config(adapter, cfg)
+        self._http_client = http_client
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._api_key: str | None = None
+
+    def for_child(self, label: str) -> AnthropicAdapter:
+        return type(self)(self.config, http_client=self._http_client)
+
+    @property
+    def model_name(self) -> str:
+        return self.model
+
+
+    def _client_or_error(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            key = os.environ.get(API_KEY_ENV) or None
+            if key is None and self.base_url is None:
+                raise ProtocolError(
+                    ErrorCode.TOOL_FAILURE,
+                    f"No Anthropic API key: set the environment variable {API_KEY_ENV}.",
+                    details={"adapter": self.name, "env": API_KEY_ENV})
+            self._api_key = key
+            # The SDK's own retries are off: call_with_retries applies one policy for both
+            # providers and knows whether text was already streamed.
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key or NO_KEY_NEEDED, base_url=self.base_url, timeout=self.timeout_s,
+                max_retries=0, http_client=self._http_client)
+        return self._client
+
+    def _classify(self, exc: BaseException) -> ProviderFailure | None:
+        def clean(text: str) -> str:
+            return scrub_secrets(text, [self._api_key])
+
+        if isinstance(exc, anthropic.APITimeoutError):
+            return ProviderFailure(clean(f"timed out after {self.timeout_s:g} s"), True)
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__
+            detail = f"{exc.message} ({cause})" if cause else exc.message
+            return ProviderFailure(clean(f"could not reach {self.base_url or 'the API'}: "
+                                         f"{detail}"), True)
+        if isinstance(exc, anthropic.APIStatusError):
+            kind, message = _error_body(exc.body)
+            status = exc.status_code
+            retryable = (status in RETRYABLE_STATUS or status >= 500
+                         or kind in _RETRYABLE_TYPES)
+            text = f"{kind}: {message}" if kind and message else (message or exc.message)
+            # An error event inside a 200 stream carries its meaning in the body, not the status.
+            return ProviderFailure(clean(text), retryable, status if status >= 400 else None,
+                                   retry_after_seconds(exc.response.headers))
+        if isinstance(exc, anthropic.APIError):
+            kind, message = _error_body(exc.body)
+            return ProviderFailure(clean(message or exc.message), kind in _RETRYABLE_TYPES)
+        if isinstance(exc, anthropic.AnthropicError):
+            return ProviderFailure(clean(str(exc)), False)
+        return None
+
+    def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
+        system, turns = to_anthropic_messages(messages)
+        request: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+                                   "messages": turns}
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = to_anthropic_tools(tools)
+            request["tool_choice"] = {"type": "any" if self.tool_choice == "required"
+                                      else "auto"}
+        if self.temperature is not None:
+            # Sent as a raw body field: recent SDKs no longer list it as a typed parameter.
+            request["extra_body"] = {"temperature": self.temperature}
+        return request
+
+    async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
+                       on_text: TextCallback | None = None) -> ModelTurn:
+        client = self._client_or_error()
+        request = self._request(messages, tools)
+        state = _StreamState()
+
+        async def attempt() -> ModelTurn:
+            nonlocal state
+            state = _StreamState()
+            stream = await client.messages.create(**request, stream=True)
+            try:
+                await self._consume(stream, state, on_text)
+            finally:
+                await stream.close()
+            return self._turn(state)
+
+        result: ModelTurn = await call_with_retries(
+            self.name, self.retry_policy, attempt, self._classify, lambda: state.streamed)
+        return result
+
+    async def _consume(self, events: AsyncIterable[Any], state: _StreamState,
+                       on_text: TextCallback | None) -> None:
+        async for event in events:
+            kind = event.type
+            if kind == "message_start":
+                usage = event.message.usage
+                state.model = event.message.model or state.model
+                state.input_tokens = ((usage.input_tokens or 0)
+                                      + (usage.cache_creation_input_tokens or 0)
+                                      + (usage.cache_read_input_tokens or 0))
+                state.output_tokens = usage.output_tokens or 0
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "tool_use":
+                    state.blocks[event.index] = _Block(
+                        "tool_use", block.id, block.name,
+                        start_input=block.input if isinstance(block.input, dict) else None)
+                else:
+                    state.blocks[event.index] = _Block(block.type)
+                    initial = getattr(block, "text", "") if block.type == "text" else ""
+                    if initial:
+                        await self._emit(initial, state, on_text)
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    await self._emit(delta.text, state, on_text)
+                elif delta.type == "input_json_delta":
+                    target = state.blocks.get(event.index)
+                    if target is not None:
+                        target.json_parts.append(delta.partial_json)
+            elif kind == "message_delta":
+                if event.delta.stop_reason:
+                    state.finish_reason = _FINISH.get(event.delta.stop_reason,
+                                                      event.delta.stop_reason)
+                # message_delta's usage is cumulative for the whole message.
+                state.output_tokens = event.usage.output_tokens or state.output_tokens
+                if event.usage.input_tokens:
+                    state.input_tokens = max(state.input_tokens, event.usage.input_tokens)
+
+    @staticmethod
+    async def _emit(text: str, state: _StreamState, on_text: TextCallback | None) -> None:
+        state.text_parts.append(text)
+        if on_text is not None:
+            state.streamed = True
+            await on_text(text)
+
+    def _turn(self, state: _StreamState) -> ModelTurn:
+        calls: list[ToolCall] = []
+        for index in sorted(state.blocks):
+            block = state.blocks[index]
+            if block.kind != "tool_use":
+                continue
+            raw = "".join(block.json_parts)
+            calls.append(ToolCall(id=block.id, name=block.name,
+                                  arguments=self._arguments(block, raw)))
+        return ModelTurn(text="".join(state.text_parts), tool_calls=calls,
+                         input_tokens=state.input_tokens, output_tokens=state.output_tokens,
+                         model=state.model or self.model, finish_reason=state.finish_reason)
+
+    @staticmethod
+    def _arguments(block: _Block, raw: str) -> dict[str, Any]:
+        if not raw.strip():
+            return dict(block.start_input or {})
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"The model called tool '{block.name}' with input that is not valid JSON "
+                f"({exc.msg} at character {exc.pos}): {raw[:200]!r}",
+                details={"tool": block.name}) from None
+        if not isinstance(value, dict):
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"The model called tool '{block.name}' with input that is not a JSON object: "
+                f"{raw[:200]!r}", details={"tool": block.name})
+        return value

@@ -1,0 +1,97 @@
+"""Adapter config checks: each raises ProtocolError(ERR_INVALID_ADAPTER_CONFIG) naming the key.
+
+Configs are checked when an adapter is built, before any run starts, so a typo in a
+key (``temprature``) or a bad value fails at once with a message saying what to write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .base import config_error
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Config keys that would carry a credential: adapters read keys from the environment only.
+_SECRET_KEYS = ("api_key", "apikey", "secret", "password", "auth_token", "token")
+
+
+def reject_unknown_keys(adapter: str, config: dict[str, Any], allowed: Iterable[str]) -> None:
+    allowed_set = set(allowed)
+    for key in config:
+        lowered = key.lower()
+        if any(secret in lowered for secret in _SECRET_KEYS) and key not in allowed_set:
+            raise config_error(adapter, key,
+                               "must not be in the config: API keys are read from the "
+                               "environment only (never stored with a run)")
+        if key not in allowed_set:
+            raise config_error(adapter, key,
+                               f"is not a known setting (known: {', '.join(sorted(allowed_set))})")
+
+
+def number(adapter: str, config: dict[str, Any], key: str, *, minimum: float,
+           maximum: float | None = None, default: float | None = None,
+           exclusive_minimum: bool = False) -> float | None:
+    value = config.get(key, default)
+    if value is None:
+        return None
+    bound = f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}"
+    upper = f" and <= {maximum:g}" if maximum is not None else ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise config_error(adapter, key, f"must be a number {bound}{upper}, not {value!r}")
+    too_low = value <= minimum if exclusive_minimum else value < minimum
+    if too_low or (maximum is not None and value > maximum):
+        raise config_error(adapter, key, f"must be a number {bound}{upper}, not {value!r}")
+    return float(value)
+
+
+def integer(adapter: str, config: dict[str, Any], key: str, *, minimum: int,
+            maximum: int | None = None, default: int | None = None) -> int | None:
+    value = config.get(key, default)
+    if value is None:
+        return None
+    upper = f" and <= {maximum}" if maximum is not None else ""
+    if (isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            or (maximum is not None and value > maximum)):
+        raise config_error(adapter, key, f"must be an integer >= {minimum}{upper}, not {value!r}")
+    return value
+
+
+def text(adapter: str, config: dict[str, Any], key: str, *, required: bool = False,
+         default: str | None = None, choices: Iterable[str] | None = None) -> str | None:
+    value = config.get(key, default)
+    if value is None or value == "":
+        if required:
+            raise config_error(adapter, key, "is required (a non-empty string)")
+        return None
+    if not isinstance(value, str):
+        raise config_error(adapter, key, f"must be a string, not {type(value).__name__}")
+    if choices is not None:
+        options = tuple(choices)
+        if value not in options:
+            raise config_error(adapter, key, f"must be one of {', '.join(options)}, not {value!r}")
+    return value
+
+
+def base_url(adapter: str, config: dict[str, Any], key: str = "base_url",
+             default: str | None = None) -> str | None:
+    value = text(adapter, config, key, default=default)
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise config_error(adapter, key, f"must be an http:// or https:// URL, not {value!r}")
+    return value
+
+
+def env_var_name(adapter: str, config: dict[str, Any], key: str, default: str) -> str:
+    value = text(adapter, config, key, default=default) or default
+    if not _ENV_NAME.match(value):
+        raise config_error(adapter, key,
+                           f"must name an environment variable (letters, digits, _), not {value!r}")
+    return value
+
+
+def boolean(adapter: str, config: dict[str, Any], key: str, *, default: bool) -> bool:
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        raise config_error(adapter, key, f"must be true or false, not {value!r}")
+    return value

