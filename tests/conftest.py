@@ -149,8 +149,10 @@ def live_url(live_server_process: str, transactional_db: None) -> str:
     return live_server_process
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
+    """Module-scoped: Playwright's sync API keeps an event loop running in the main thread
+    while it is open, which would break the async tests of later modules."""
     from tests.services import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
