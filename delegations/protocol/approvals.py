@@ -52,7 +52,7 @@ class ApprovalDecision:
         return self.decision in (Decision.APPROVE, Decision.ANSWER, Decision.EDIT)
 
 
-class RunParked(Exception):  # noqa: N818 - a control-flow signal, not an error
+class RunParked(Exception):  # a control-flow signal, not an error
     """Raised by a gate that will decide later: the run checkpoints and releases its worker."""
 
     def __init__(self, request: ApprovalRequest) -> None:
