@@ -36,3 +36,140 @@ class APITokenAdmin(admin.ModelAdmin):
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["worker_id", "kind", "hostname", "pid", "started_at", "last_seen"]
     list_filter = ["kind"]
+
+
+# -- runs, events, approvals, delegations (issue 6) --------------------------------------------
+
+import json  # noqa: E402
+
+from django.utils.html import format_html  # noqa: E402
+from django.utils.safestring import SafeString  # noqa: E402
+
+from .models import Approval, Delegation, Run, RunEvent, RunMessage  # noqa: E402
+
+
+def _pretty(value: Any) -> SafeString:
+    """JSON shown read-only and readable (indented, in a scrollable block)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return format_html('<pre style="max-height:28em;overflow:auto;white-space:pre-wrap">{}</pre>', text)
+
+
+def _json_fields(*names: str) -> dict[str, Any]:
+    """Read-only `<name>_pretty` admin methods for JSON columns."""
+    methods: dict[str, Any] = {}
+    for name in names:
+        def shown(self: Any, obj: Any, _name: str = name) -> SafeString:
+            return _pretty(getattr(obj, _name))
+        shown.short_description = name.replace("_", " ")  # type: ignore[attr-defined]
+        methods[f"{name}_pretty"] = shown
+    return methods
+
+
+class RunEventInline(admin.TabularInline):
+    model = RunEvent
+    extra = 0
+    can_delete = False
+    fields = ("seq", "type", "ts", "data")
+    readonly_fields = ("seq", "type", "ts", "data")
+    ordering = ["seq"]
+    max_num = 0
+    show_change_link = True
+
+
+RunJson = type("RunJson", (), _json_fields(
+    "packet", "adapter_config", "capabilities", "budget", "usage", "result", "criteria_report",
+    "findings", "error", "previous_failure", "checkpoint"))
+
+
+@admin.register(Run)
+class RunAdmin(RunJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
+    list_display = ["id", "label", "state", "skill", "adapter_name", "owner", "depth", "attempt",
+                    "created_at", "finished_at", "archived_at"]
+    list_filter = ["state", "adapter_name", "depth", "cleanup", "created_at", "archived_at"]
+    search_fields = ["id", "label", "goal", "skill", "session_key", "input_hash", "owner__username"]
+    date_hierarchy = "created_at"
+    list_select_related = ["owner"]
+    raw_id_fields = ["parent", "root", "owner", "delegation", "retry_of"]
+    readonly_fields = [
+        "id", "parent", "root", "depth", "owner", "delegation", "input_hash", "label", "goal",
+        "subagent_type", "skill", "agent_id", "session_key", "adapter_name", "timeout_s", "cleanup",
+        "state", "attempt", "retry_of", "created_at", "allocated_at", "started_at", "finished_at",
+        "archived_at", "lease_owner", "lease_expires_at", "recoveries", "cancel_requested_at",
+        "last_seq", "packet_pretty", "adapter_config_pretty", "capabilities_pretty",
+        "budget_pretty", "usage_pretty", "result_pretty", "criteria_report_pretty",
+        "findings_pretty", "error_pretty", "previous_failure_pretty", "checkpoint_pretty"]
+    fieldsets = [
+        (None, {"fields": ["id", "label", "goal", "state", "owner", "delegation", "skill",
+                           "subagent_type", "session_key", "attempt", "retry_of"]}),
+        ("Tree", {"fields": ["parent", "root", "depth"]}),
+        ("Contract", {"fields": ["input_hash", "packet_pretty", "capabilities_pretty",
+                                 "budget_pretty", "timeout_s", "cleanup", "previous_failure_pretty"]}),
+        ("Adapter", {"fields": ["adapter_name", "adapter_config_pretty", "agent_id"]}),
+        ("Times", {"fields": ["created_at", "allocated_at", "started_at", "finished_at", "archived_at"]}),
+        ("Outcome", {"fields": ["usage_pretty", "result_pretty", "criteria_report_pretty",
+                                "findings_pretty", "error_pretty"]}),
+        ("Execution", {"classes": ["collapse"],
+                       "fields": ["lease_owner", "lease_expires_at", "recoveries",
+                                  "cancel_requested_at", "last_seq", "checkpoint_pretty"]}),
+    ]
+    inlines = [RunEventInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # runs start through the API, the pages or run_delegation
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(admin.ModelAdmin):
+    list_display = ["run", "seq", "type", "ts"]
+    list_filter = ["type", "ts"]
+    search_fields = ["run__id", "run__label"]
+    list_select_related = ["run"]
+    readonly_fields = ("run", "seq", "type", "ts", "data_pretty")
+    fields = ("run", "seq", "type", "ts", "data_pretty")
+    data_pretty = _json_fields("data")["data_pretty"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the event log is append-only, written by runs
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RunMessage)
+class RunMessageAdmin(admin.ModelAdmin):
+    list_display = ["run", "sender", "created_at", "delivered_at"]
+    list_filter = ["delivered_at"]
+    search_fields = ["text", "run__id"]
+    raw_id_fields = ["run", "sender"]
+
+
+ApprovalJson = type("ApprovalJson", (), _json_fields("payload", "edited_arguments"))
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ApprovalJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
+    list_display = ["title", "kind", "status", "risk", "run", "requested_at", "decided_by", "decided_at"]
+    list_filter = ["status", "kind", "risk", "requested_at"]
+    search_fields = ["title", "key", "run__id", "comment", "answer"]
+    list_select_related = ["run", "decided_by"]
+    readonly_fields = ("run", "key", "kind", "title", "risk", "requested_at", "payload_pretty",
+                       "status", "decision", "decided_by", "decided_at", "comment", "answer",
+                       "edited_arguments_pretty")
+    fields = readonly_fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # runs open items; people decide them in the inbox or the API
+
+
+DelegationJson = type("DelegationJson", (), _json_fields("packet"))
+
+
+@admin.register(Delegation)
+class DelegationAdmin(DelegationJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
+    list_display = ["name", "owner", "parent", "created_at", "updated_at"]
+    list_filter = ["created_at", "updated_at"]
+    search_fields = ["name", "description", "owner__username"]
+    raw_id_fields = ["parent", "owner"]
+    readonly_fields = ["created_at", "updated_at", "packet_pretty"]
+    fields = ["name", "description", "owner", "parent", "packet", "packet_pretty", "created_at",
+              "updated_at"]

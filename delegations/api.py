@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Schema
 
+from .api_runs import approvals_router, protocol_router, runs_router
 from .roles import can_approve, can_compose
 
 account_router = Router(tags=["account"])
@@ -25,4 +26,6 @@ def me(request: HttpRequest) -> MeOut:
                  can_compose=can_compose(user), can_approve=can_approve(user))
 
 
-ROUTERS = [("account_router", "")]
+ROUTERS = [("account_router", ""), ("runs_router", "/runs"), ("approvals_router", "/approvals"),
+           ("protocol_router", "/protocol")]
+__all__ = ["ROUTERS", "account_router", "approvals_router", "protocol_router", "runs_router"]

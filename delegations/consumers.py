@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -13,3 +15,215 @@ class UnknownRouteConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         await self.accept()
         await self.close(code=CLOSE_NOT_FOUND)
+
+
+# -- live runs and the inbox (DESIGN §3.4) ---------------------------------------------------
+
+from typing import Any  # noqa: E402
+from urllib.parse import parse_qs  # noqa: E402
+
+from channels.db import database_sync_to_async  # noqa: E402
+
+from . import live  # noqa: E402
+
+BACKLOG_CHUNK = 2000
+
+
+def _query_cursors(query_string: bytes, run_id: str) -> tuple[dict[str, int], list[str]]:
+    """``after=N`` for the watched run, ``after.<run id>=M`` for descendants; a bad value
+    is reported and read as 0 (the whole backlog)."""
+    cursors: dict[str, int] = {}
+    problems: list[str] = []
+    for key, values in parse_qs(query_string.decode("latin-1")).items():
+        if key != "after" and not key.startswith("after."):
+            continue
+        target = run_id if key == "after" else key[len("after."):]
+        try:
+            cursors[target] = max(0, int(values[-1]))
+        except ValueError:
+            problems.append(f"'{key}' must be a whole number (the last seq you have), not {values[-1]!r}")
+    return cursors, problems
+
+
+def _query_flag(query_string: bytes, name: str) -> bool:
+    values = parse_qs(query_string.decode("latin-1")).get(name, [])
+    return bool(values) and values[-1].lower() in ("1", "true", "yes")
+
+
+@database_sync_to_async
+def _run_access(user: Any, run_id: str) -> tuple[str, bool, list[str]]:
+    """("ok", is it a root, ids of the run and its descendants) | ("missing", ...) |
+    ("forbidden", ...)."""
+    from .models import Run
+
+    run = Run.objects.filter(pk=run_id).only("id", "parent_id", "root_id", "owner_id").first()
+    if run is None:
+        return "missing", False, []
+    if not Run.objects.visible_to(user).filter(pk=run_id).exists():
+        return "forbidden", False, []
+    return "ok", run.is_root, list(run.tree().values_list("pk", flat=True))
+
+
+@database_sync_to_async
+def _backlog(run_id: str, whole_tree: bool, run_ids: list[str], cursors: dict[str, int],
+             after_id: int) -> list[tuple[int, str, int, str]]:
+    """The next chunk of stored events of the run and its descendants (in storage order)
+    past each run's cursor."""
+    from django.db.models import Q
+
+    from .models import RunEvent
+
+    events = (RunEvent.objects.filter(run__root_id=run_id) if whole_tree
+              else RunEvent.objects.filter(run_id__in=run_ids))
+    for cursor_run, cursor in cursors.items():
+        if cursor:
+            events = events.exclude(Q(run_id=cursor_run, seq__lte=cursor))
+    rows = events.filter(pk__gt=after_id).order_by("pk")[:BACKLOG_CHUNK]
+    return [(row.pk, row.run_id, row.seq, json.dumps(row.as_wire(), separators=(",", ":"), default=str))
+            for row in rows]
+
+
+@database_sync_to_async
+def _between(run_id: str, after: int, before: int) -> list[tuple[int, str]]:
+    from .models import RunEvent
+
+    rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lt=before).order_by("seq")
+    return [(row.seq, json.dumps(row.as_wire(), separators=(",", ":"), default=str)) for row in rows]
+
+
+class _JsonFramesConsumer(AsyncJsonWebsocketConsumer):
+    """Malformed frames get an error frame (the connection stays up); ping gets pong."""
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
+                      **kwargs: Any) -> None:
+        if text_data is None:
+            await self.send_error("Binary frames are not understood; send JSON text.")
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError as exc:
+            await self.send_error(f"Malformed frame: not JSON ({exc}).")
+            return
+        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+            await self.send_error('Malformed frame: expected a JSON object with a "type".')
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if content["type"] == "ping":
+            await self.send_json({"type": "pong"})
+            return
+        await self.send_error(f"Unknown frame type {content['type']!r}; this socket understands 'ping'.")
+
+    async def send_error(self, message: str) -> None:
+        await self.send_json({"type": "error", "data": {"message": message}})
+
+
+class RunConsumer(_JsonFramesConsumer):
+    """/ws/runs/{id}/?after=N: the backlog (seq > N) of the run and its descendants, then
+    their live events, each exactly once and in seq order per run. Frames with a ``seq``
+    are events ``{run_id, seq, type, ts, data}``; the others are control frames:
+    ``{"type": "synced", "cursors": {run id: last seq}}`` once the backlog is sent,
+    ``pong`` and ``error``. ``after.<run id>=M`` sets the cursor of a descendant;
+    ``batch=1`` lets a frame carry a JSON array of events (busy trees, many viewers)."""
+
+    async def connect(self) -> None:
+        live.register_consumer_loop()
+        user = self.scope.get("user")
+        self.cursors: dict[str, int] = {}
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
+        access, whole_tree, tree = await _run_access(user, self.run_id)
+        if access != "ok":
+            await self.accept()
+            await self.close(code=CLOSE_NOT_FOUND if access == "missing" else CLOSE_FORBIDDEN)
+            return
+        # join first, then read the backlog: an event stored in between arrives both ways
+        # and the cursors drop the second copy
+        group = live.run_group(self.run_id)
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.groups.append(group)
+        await self.accept()
+        cursors, problems = _query_cursors(self.scope.get("query_string", b""), self.run_id)
+        for problem in problems:
+            await self.send_error(problem)
+        self.cursors = {run_id: cursors.get(run_id, 0) for run_id in tree}
+        given = {run_id: seq for run_id, seq in self.cursors.items() if seq}
+        self.batched = _query_flag(self.scope.get("query_string", b""), "batch")
+        last_id = 0
+        while True:
+            chunk = await _backlog(self.run_id, whole_tree, tree, given, last_id)
+            fresh = []
+            for row_id, run_id, seq, text in chunk:
+                last_id = row_id
+                if seq > self.cursors.get(run_id, 0):
+                    self.cursors[run_id] = seq
+                    fresh.append(text)
+            await self._deliver(fresh)
+            if len(chunk) < BACKLOG_CHUNK:
+                break
+        await self.send_json({"type": "synced", "run_id": self.run_id, "cursors": self.cursors})
+
+    async def run_events(self, message: dict[str, Any]) -> None:
+        fresh: list[str] = []
+        for line in message["frames"].split("\n"):
+            run_id, seq_text, text = line.split(" ", 2)
+            seq = int(seq_text)
+            seen = self.cursors.get(run_id, 0)
+            if seq <= seen:
+                continue
+            if seq > seen + 1:
+                # a live message went missing (a full channel): refill from the log
+                for missing_seq, missing_text in await _between(run_id, seen, seq):
+                    fresh.append(missing_text)
+                    self.cursors[run_id] = missing_seq
+            self.cursors[run_id] = seq
+            fresh.append(text)
+        await self._deliver(fresh)
+
+    async def _deliver(self, texts: list[str]) -> None:
+        """One frame per event; with ``?batch=1`` the events of one publication share a
+        frame (a JSON array), which costs the server far less per event."""
+        if self.batched and len(texts) > 1:
+            await self.send(text_data=f"[{','.join(texts)}]")
+            return
+        for text in texts:
+            await self.send(text_data=text)
+
+
+class InboxConsumer(_JsonFramesConsumer):
+    """/ws/inbox/: ``approval.created`` and ``approval.decided`` notices for approvers."""
+
+    async def connect(self) -> None:
+        live.register_consumer_loop()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        pending = await _inbox_access(user)
+        if pending is None:
+            await self.accept()
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.channel_layer.group_add(live.INBOX_GROUP, self.channel_name)
+        self.groups.append(live.INBOX_GROUP)
+        await self.accept()
+        await self.send_json({"type": "inbox.synced", "pending": pending})
+
+    async def inbox_event(self, message: dict[str, Any]) -> None:
+        await self.send_json({"type": message["event"], "approval": message["approval"]})
+
+
+@database_sync_to_async
+def _inbox_access(user: Any) -> int | None:
+    """The pending count for an approver (or staff), None for anyone else."""
+    from .models import Approval
+    from .roles import can_approve
+
+    if not (user.is_staff or can_approve(user)):
+        return None
+    return int(Approval.objects.pending().count())

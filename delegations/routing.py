@@ -1,5 +1,10 @@
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from .consumers import InboxConsumer, RunConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/runs/<str:run_id>/", RunConsumer.as_asgi()),
+    path("ws/inbox/", InboxConsumer.as_asgi()),
+]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import account, dashboard
+from .views import account, dashboard, runs
 
 app_name = "delegations"
 
@@ -10,4 +10,14 @@ urlpatterns = [
     path("account/", account.account, name="account"),
     path("account/tokens/", account.token_create, name="token_create"),
     path("account/tokens/<int:token_id>/revoke/", account.token_revoke, name="token_revoke"),
+    # runs
+    path("runs/", runs.run_list, name="runs"),
+    path("runs/new/", runs.run_new, name="run_new"),
+    path("runs/<str:run_id>/", runs.run_detail, name="run_detail"),
+    path("runs/<str:run_id>/live/", runs.run_live, name="run_live"),
+    path("runs/<str:run_id>/cancel/", runs.run_cancel_view, name="run_cancel"),
+    path("runs/<str:run_id>/messages/", runs.run_message_view, name="run_message"),
+    path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run_retry"),
+    path("runs/<str:run_id>/approvals/<int:approval_id>/decision/", runs.run_decide_view,
+         name="run_decide"),
 ]

@@ -512,11 +512,25 @@ class Runner:
             task.uncancel()
         return outcome
 
-    def _track(self, run: _Run, task: asyncio.Task[RunOutcome]) -> None:
-        run.task = task
+    def _start_child(self, run: _Run) -> asyncio.Task[RunOutcome]:
+        """Start a child run as a task of its own, eagerly.
+
+        The task runs at once, inside this call, up to its first real suspension (a model
+        call waiting on the network, a slow sink, a full concurrency lane): a child whose
+        work never waits finishes without a round trip through the event loop, and one
+        that waits lets its siblings start, so children still run concurrently. The run
+        is registered before it starts, since it may finish (and unregister) before
+        ``create_task`` returns.
+        """
         self._runs[run.run_id] = run
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task: asyncio.Task[RunOutcome] = asyncio.Task(
+            self._drive(run), loop=asyncio.get_running_loop(), name=f"handoff-run-{run.run_id}",
+            eager_start=True)
+        run.task = task
+        if not task.done():
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- one run ----------------------------------------------------------------------------
 
@@ -1021,15 +1035,14 @@ class Runner:
             run.children[call.id] = child.run_id
             await self._emit(run.run_id, _CHILD, self._child_event(run, call, child))
             started.append((call, child))
-        if not started:
-            await self._save(run)
-            return
-        for _, child in started:
-            self._track(child, asyncio.get_running_loop().create_task(
-                self._drive(child), name=f"handoff-run-{child.run_id}"))
+        # saved before any child starts: a worker that dies while they run resumes them
+        # from their own checkpoints instead of spawning them again
         await self._save(run)
-        outcomes = await asyncio.gather(*(child.task for _, child in started if child.task is not None),
-                                        return_exceptions=True)
+        if not started:
+            return
+        tasks = [self._start_child(child) for _, child in started]
+        outcomes = (await asyncio.gather(*tasks, return_exceptions=True)
+                    if not all(task.done() for task in tasks) else [_task_outcome(task) for task in tasks])
         parked: ApprovalRequest | None = None
         for (call, child), returned in zip(started, outcomes, strict=True):
             if not isinstance(returned, RunOutcome):
@@ -1557,6 +1570,13 @@ def new_run_id() -> str:
     raw[6] = (raw[6] & 0x0F) | 0x40
     raw[8] = (raw[8] & 0x3F) | 0x80
     return raw.hex()
+
+
+def _task_outcome(task: asyncio.Task[RunOutcome]) -> RunOutcome | BaseException:
+    """What ``asyncio.gather(..., return_exceptions=True)`` reports for a finished task."""
+    if task.cancelled():
+        return asyncio.CancelledError()
+    return task.exception() or task.result()
 
 
 def _budget_dict(run: _Run) -> dict[str, Any]:

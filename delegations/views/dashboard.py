@@ -1,12 +1,57 @@
+"""The dashboard: what runs now, what finished lately, what waits for a person, and what
+today's model calls cost."""
+
 from __future__ import annotations
 
+from datetime import datetime, time
+from typing import Any
+
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
 
-from ..models import WorkerHeartbeat
+from ..models import Approval, Run, WorkerHeartbeat
+from ..roles import can_compose
+from ..run_snapshot import result_view
+
+ACTIVE_SHOWN = 10
+RECENT_SHOWN = 8
 
 
+def _start_of_today() -> datetime:
+    return timezone.make_aware(datetime.combine(timezone.localdate(), time.min))
+
+
+def _usage_today(roots: Any) -> dict[str, float]:
+    """Model calls, tokens and cost of the root runs created or finished today (a root's
+    usage already includes its subagents', so children are not added again)."""
+    since = _start_of_today()
+    totals = {"model_calls": 0.0, "total_tokens": 0.0, "cost_usd": 0.0, "runs": 0.0}
+    for usage in roots.filter(Q(created_at__gte=since) | Q(finished_at__gte=since)).values_list("usage", flat=True):
+        usage = usage if isinstance(usage, dict) else {}
+        totals["runs"] += 1
+        for key in ("model_calls", "total_tokens", "cost_usd"):
+            totals[key] += float(usage.get(key) or 0)
+    return totals
+
+
+@require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "delegations/dashboard.html", {
-        "workers_alive": WorkerHeartbeat.alive().count(),
-    })
+    roots = Run.objects.visible_to(request.user).roots()
+    recent = list(roots.finished().select_related("owner").order_by("-finished_at", "-pk")[:RECENT_SHOWN])
+    for run in recent:
+        run.result_summary = result_view(run)  # type: ignore[attr-defined]
+    active = list(roots.active().select_related("owner").order_by("-created_at")[:ACTIVE_SHOWN])
+    active_count = roots.active().count()
+    context = {
+        "active_runs": active, "active_more": max(0, active_count - len(active)),
+        "active_count": active_count, "recent_runs": recent,
+        "pending_approvals": Approval.objects.visible_to(request.user).pending().count(),
+        "usage_today": _usage_today(roots), "workers_alive": WorkerHeartbeat.alive().count(),
+        "can_start": can_compose(request.user),
+    }
+    if request.htmx and not request.htmx.boosted:  # type: ignore[attr-defined]
+        return render(request, "delegations/dashboard.html#live", context)
+    return render(request, "delegations/dashboard.html", context)

@@ -1,0 +1,268 @@
+"""Writing the event log: gapless per-run numbering, and keeping run rows in step.
+
+Every writer (the runner's sink in a worker, an API request that cancels a parked run,
+the sweeper) appends through :func:`persist_batch`, in one transaction that locks the
+runs concerned and numbers their events from ``Run.last_seq``: two writers on one run
+queue behind each other and no seq is skipped or reused. The run row is a projection of
+the events (state and its times, child rows, usage, result): :func:`_apply` is the only
+place that maps an event onto it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Field
+from django.utils import timezone
+
+from delegations.models import Run, RunEvent
+from delegations.protocol.errors import ProtocolError
+from delegations.protocol.events import EventType
+from delegations.protocol.lifecycle import RunState, can_transition
+
+logger = logging.getLogger(__name__)
+
+# large JSON columns a batch never reads (a coordinator's checkpoint or scripted config can
+# be hundreds of kB): loading them on every batch would cost more than the writes
+BULKY_FIELDS = ("packet", "checkpoint", "result", "criteria_report", "previous_failure")
+
+
+@dataclass(slots=True)
+class PendingEvent:
+    run_id: str
+    type: str
+    data: dict[str, Any]
+    ts: float
+
+
+@dataclass(slots=True)
+class PendingCheckpoint:
+    run_id: str
+    checkpoint: Any  # a protocol Checkpoint (pydantic), dumped in the writer's thread
+
+
+@dataclass
+class BatchResult:
+    events: list[dict[str, Any]] = field(default_factory=list)   # wire shape, in order
+    texts: list[str] = field(default_factory=list)               # the same, as JSON text
+    lineage: dict[str, list[str]] = field(default_factory=dict)  # run id -> ancestor ids
+
+
+class _Row:
+    """One event being stored: its data is serialized once, for the table and the wire."""
+
+    __slots__ = ("data_json", "run_id", "seq", "stamp", "text", "type", "wire")
+
+    def __init__(self, run_id: str, seq: int, type: str, data: dict[str, Any], stamp: datetime) -> None:
+        self.run_id, self.seq, self.type, self.stamp = run_id, seq, type, stamp
+        self.data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        ts = stamp.timestamp()
+        self.wire = {"run_id": run_id, "seq": seq, "type": type, "ts": ts, "data": data}
+        self.text = (f'{{"run_id":{json.dumps(run_id)},"seq":{seq},"type":{json.dumps(type)},'
+                     f'"ts":{ts!r},"data":{self.data_json}}}')
+
+
+def _insert_events(rows: list[_Row]) -> None:
+    """INSERT the rows with one executemany (bulk_create would serialize the data again)."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    json_value = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    ts_field = RunEvent._meta.get_field("ts")
+    assert isinstance(ts_field, Field)
+    sql = (f"INSERT INTO {quote(RunEvent._meta.db_table)} ({quote('run_id')}, {quote('seq')}, "
+           f"{quote('type')}, {quote('data')}, {quote('ts')}) VALUES (%s, %s, %s, {json_value}, %s)")
+    params = [(row.run_id, row.seq, row.type, row.data_json,
+               ts_field.get_db_prep_save(row.stamp, connection)) for row in rows]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def canonical_hash(packet: dict[str, Any]) -> str:
+    """sha256 of a canonical packet dict (same text as HandoffPacket.canonical_json)."""
+    text = json.dumps(packet, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _lineage(runs: dict[str, Run], run_id: str, known: dict[str, list[str]]) -> list[str]:
+    cached = known.get(run_id)
+    if cached is not None:
+        return cached
+    run = runs.get(run_id)
+    if run is None:
+        run = Run.objects.only("id", "parent_id").get(pk=run_id)
+    ancestors = [] if run.parent_id is None else [run.parent_id, *_lineage(runs, run.parent_id, known)]
+    known[run_id] = ancestors
+    return ancestors
+
+
+def persist_batch(items: list[PendingEvent | PendingCheckpoint],
+                  lineage: dict[str, list[str]] | None = None) -> BatchResult:
+    """Store events and checkpoints in order, in one transaction; returns the stored
+    events in wire shape and the ancestors of each run concerned (for publishing)."""
+    known = lineage if lineage is not None else {}
+    out = BatchResult(lineage=known)
+    if not items:
+        return out
+    with transaction.atomic():
+        wanted = sorted({item.run_id for item in items})
+        # locked in a fixed order, so concurrent writers on one tree cannot deadlock
+        runs: dict[str, Run] = {run.pk: run for run in Run.objects.select_for_update().defer(
+            *BULKY_FIELDS).filter(pk__in=wanted).order_by("pk")}
+        announced = [str(item.data.get("child_run_id") or "") for item in items
+                     if isinstance(item, PendingEvent) and item.type == EventType.CHILD]
+        # a child announced again on resume already has its row
+        runs.update((run.pk, run) for run in Run.objects.defer(*BULKY_FIELDS).filter(
+            pk__in=[c for c in announced if c]))
+        last_checkpoint = {item.run_id: index for index, item in enumerate(items)
+                           if isinstance(item, PendingCheckpoint)}
+        created: list[Run] = []
+        changed: dict[str, set[str]] = {}
+        rows: list[_Row] = []
+        for index, item in enumerate(items):
+            if isinstance(item, PendingCheckpoint):
+                run = runs.get(item.run_id)
+                if run is None:
+                    logger.warning("Checkpoint for unknown run %s dropped", item.run_id)
+                elif last_checkpoint[item.run_id] == index:  # only the newest one counts
+                    run.checkpoint = item.checkpoint.model_dump(mode="json")
+                    changed.setdefault(run.pk, set()).add("checkpoint")
+                continue
+            run = runs.get(item.run_id)
+            if run is None:
+                logger.warning("Event %s for unknown run %s dropped", item.type, item.run_id)
+                continue
+            if item.type == EventType.CHILD:
+                child = _child_row(run, item.data, runs)
+                if child is not None:
+                    runs[child.pk] = child
+                    created.append(child)
+                    known.pop(child.pk, None)
+            run.last_seq += 1
+            changed.setdefault(run.pk, set()).add("last_seq")
+            stamp = datetime.fromtimestamp(item.ts, tz=UTC)
+            rows.append(_Row(run.pk, run.last_seq, item.type, item.data, stamp))
+            fields = _apply(run, item, runs, known, stamp)
+            if fields:
+                changed.setdefault(run.pk, set()).update(fields)
+                if "usage" in fields:
+                    for ancestor_id in _lineage(runs, run.pk, known):
+                        if ancestor_id in runs:
+                            changed.setdefault(ancestor_id, set()).add("usage")
+        # new child rows are inserted as the batch left them (events applied already)
+        new_ids = {run.pk for run in created}
+        if created:
+            Run.objects.bulk_create(created)
+        # one UPDATE statement per set of changed fields, not one per run
+        by_fields: dict[tuple[str, ...], list[Run]] = {}
+        for run_id, fields in changed.items():
+            if run_id not in new_ids:
+                by_fields.setdefault(tuple(sorted(fields)), []).append(runs[run_id])
+        for fields_changed, group in by_fields.items():
+            _update_rows(group, fields_changed)
+        _insert_events(rows)
+    for row in rows:
+        _lineage(runs, row.run_id, known)
+        out.events.append(row.wire)
+        out.texts.append(row.text)
+    return out
+
+
+def _update_rows(group: list[Run], names: tuple[str, ...]) -> None:
+    """UPDATE these columns of these runs with one executemany (Django's bulk_update builds
+    a CASE expression per row and costs more than the write itself)."""
+    quote = connection.ops.quote_name
+    fields = [field for name in names if isinstance(field := Run._meta.get_field(name), Field)]
+    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
+    sql = f"UPDATE {quote(Run._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"
+    params = [[field.get_db_prep_save(getattr(run, field.attname), connection) for field in fields]
+              + [run.pk] for run in group]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _child_row(parent: Run, data: dict[str, Any], runs: dict[str, Run]) -> Run | None:
+    child_id = str(data.get("child_run_id") or "")
+    if not child_id or child_id in runs:
+        return None  # announced again on resume: the row exists
+    packet = data.get("packet") if isinstance(data.get("packet"), dict) else {}
+    assert isinstance(packet, dict)
+    config = parent.adapter_config if isinstance(parent.adapter_config, dict) else {}
+    label = str(data.get("label") or "")
+    child_config = config.get("children", {}).get(label) if parent.adapter_name == "scripted" else None
+    return Run(
+        id=child_id, parent=parent, root_id=parent.root_id or parent.pk,
+        depth=int(data.get("depth") or parent.depth + 1), owner_id=parent.owner_id,
+        packet=packet, input_hash=canonical_hash(packet), label=label,
+        goal=str(packet.get("goal") or "")[:2000], subagent_type=str(packet.get("subagent_type") or ""),
+        skill=str(packet.get("skill") or ""), agent_id=str(packet.get("agent_id") or parent.agent_id),
+        session_key=str(data.get("session_key") or ""), adapter_name=parent.adapter_name,
+        adapter_config=child_config if isinstance(child_config, dict) else config,
+        capabilities=list(data.get("capabilities") or []), budget=dict(data.get("budget") or {}),
+        timeout_s=packet.get("timeout_s"), cleanup=parent.cleanup, attempt=parent.attempt,
+        allocated_at=timezone.now())
+
+
+def _apply(run: Run, item: PendingEvent, runs: dict[str, Run], known: dict[str, list[str]],
+           stamp: datetime) -> set[str]:
+    """Reflect one event on its run row; returns the fields it changed."""
+    data = item.data
+    if item.type == EventType.STATE:
+        return _apply_state(run, data, stamp)
+    if item.type == EventType.MODEL_CALL:
+        for charged in (run, *(runs[a] for a in _lineage(runs, run.pk, known) if a in runs)):
+            usage = dict(charged.usage or {})
+            usage["model_calls"] = usage.get("model_calls", 0) + 1
+            usage["input_tokens"] = usage.get("input_tokens", 0) + int(data.get("input_tokens") or 0)
+            usage["output_tokens"] = usage.get("output_tokens", 0) + int(data.get("output_tokens") or 0)
+            usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+            usage["cost_usd"] = usage.get("cost_usd", 0.0) + float(data.get("cost_usd") or 0.0)
+            charged.usage = usage
+        return {"usage"}
+    if item.type == EventType.ERROR and run.error is None and not data.get("call_id"):
+        run.error = data
+        return {"error"}
+    if item.type == EventType.RESULT:
+        fields = {"result", "criteria_report", "usage"}
+        run.result = data.get("result")
+        run.criteria_report = data.get("criteria_report")
+        run.usage = {**(run.usage or {}), **(data.get("usage") or {})}
+        if "error" in data:
+            run.error = data["error"]
+            fields.add("error")
+        if "findings" in data:
+            run.findings = data["findings"]
+            fields.add("findings")
+        return fields | _apply_state(run, {"state": data.get("state")}, stamp)
+    return set()
+
+
+def _apply_state(run: Run, data: dict[str, Any], stamp: datetime) -> set[str]:
+    new = data.get("state")
+    fields: set[str] = set()
+    if "findings" in data:
+        run.findings = data["findings"]
+        fields.add("findings")
+    if not new or new == run.state:
+        return fields
+    try:
+        target = RunState(new)
+    except ValueError:
+        logger.warning("Run %s: unknown state %r in an event", run.pk, new)
+        return fields
+    if not can_transition(RunState(run.state), target):
+        # e.g. a run failed by the sweeper whose worker turned out to be alive: the first
+        # terminal state stays on the row; the event log still records what happened
+        logger.warning("Run %s: %s -> %s not applied to the row", run.pk, run.state, target)
+        return fields
+    try:
+        return fields | set(run.transition(target, at=stamp))
+    except ProtocolError:
+        return fields

@@ -1,0 +1,323 @@
+"""Executing a run tree in a worker: lease, runner, heartbeat, cancel and message pickup.
+
+A task (``delegations.tasks.execute_run``) takes the root run's lease and hands the tree
+to this process's :class:`RunHost`: one thread with an asyncio loop on which every tree
+this process executes runs concurrently (children are asyncio tasks of their root, as
+the runner makes them). With a long-lived worker (django-tasks-db, embedded or
+``manage.py worker``) the task returns at once, so one worker thread serves a whole lane
+of runs; with backends whose jobs die with the task (RQ's work horses, the immediate
+backend) the task waits for the tree to finish or park.
+
+While a tree executes, a watcher renews the lease every few seconds and, twice a
+second, picks up what other processes asked for: cancel requests (``runner.cancel``)
+and messages (``runner.send_message``). When the tree ends or parks the lease is
+released; a finished root makes room in its owner's lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import socket
+import sys
+import threading
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import Q
+from django.utils import timezone
+
+from delegations.models import Approval, Run, RunMessage
+from delegations.models.runs import TERMINAL
+from delegations.protocol.adapters import make_adapter
+from delegations.protocol.approvals import ApprovalGate
+from delegations.protocol.errors import ErrorCode, ProtocolError
+from delegations.protocol.lifecycle import RunState
+from delegations.protocol.runner import Runner, RunnerSettings, RunOutcome
+from delegations.sink import (
+    DatabaseThread,
+    DjangoApprovalGate,
+    DjangoCheckpointStore,
+    DjangoEventSink,
+    EventListener,
+)
+
+logger = logging.getLogger(__name__)
+
+WATCH_SECONDS = 0.5          # how often cancel requests and messages are picked up
+
+
+def lease_seconds() -> float:
+    return float(settings.HANDOFF_LEASE_SECONDS)
+
+
+def new_lease_owner() -> str:
+    return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def runner_settings() -> RunnerSettings:
+    """RunnerSettings from the HANDOFF_* settings. The token key derives from SECRET_KEY so
+    that every worker of an installation verifies the tokens another one issued."""
+    key = hashlib.sha256(b"handoff-capability-tokens:" + settings.SECRET_KEY.encode()).digest()
+    return RunnerSettings(
+        token_key=key, max_depth=settings.HANDOFF_MAX_DEPTH,
+        soft_threshold=settings.HANDOFF_SOFT_BUDGET_THRESHOLD,
+        approval_required=frozenset(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES),
+        workspace_root=settings.HANDOFF_WORKSPACE_ROOT,
+        subprocess_enabled=settings.HANDOFF_SUBPROCESS_ENABLED,
+        payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
+
+
+def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's adapter config with the installation's defaults filled in. Keys never
+    travel in configs: the provider adapters read them from the environment."""
+    merged = dict(config or {})
+    if name == "openai":
+        merged.setdefault("model", settings.HANDOFF_OPENAI_MODEL)
+        base_url = os.environ.get("OPENAI_BASE_URL")
+        if base_url:
+            merged.setdefault("base_url", base_url)
+    elif name == "anthropic":
+        merged.setdefault("model", settings.HANDOFF_ANTHROPIC_MODEL)
+    elif name == "local" and settings.HANDOFF_LOCAL_MODEL_PATH:
+        merged.setdefault("model_path", settings.HANDOFF_LOCAL_MODEL_PATH)
+    return merged
+
+
+# -- leases ------------------------------------------------------------------------------
+
+def acquire_lease(run_id: str, owner: str) -> Run | None:
+    """Take the root run's lease unless a live worker holds it or the run is over."""
+    now = timezone.now()
+    free = Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    taken = (Run.objects.filter(pk=run_id, parent__isnull=True).exclude(state__in=TERMINAL)
+             .filter(free).update(lease_owner=owner,
+                                  lease_expires_at=now + timedelta(seconds=lease_seconds())))
+    return Run.objects.get(pk=run_id) if taken else None
+
+
+def release_lease(run_id: str, owner: str) -> None:
+    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+
+
+def has_pending_approvals(root_id: str) -> bool:
+    return Approval.objects.pending().filter(Q(run_id=root_id) | Q(run__root_id=root_id)).exists()
+
+
+@dataclass
+class WatchReport:
+    lease_held: bool
+    cancel: list[str] = field(default_factory=list)
+    messages: list[tuple[int, str, str]] = field(default_factory=list)   # (id, run id, text)
+
+
+def _watch_poll(root_id: str, owner: str, renew: bool) -> WatchReport:
+    try:
+        held = True
+        if renew:
+            held = bool(Run.objects.filter(pk=root_id, lease_owner=owner).update(
+                lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
+        tree = Q(pk=root_id) | Q(root_id=root_id)
+        cancel = list(Run.objects.filter(tree, cancel_requested_at__isnull=False)
+                      .exclude(state__in=TERMINAL).values_list("pk", flat=True))
+        messages = list(RunMessage.objects.filter(Q(run_id=root_id) | Q(run__root_id=root_id),
+                                                  delivered_at__isnull=True)
+                        .values_list("pk", "run_id", "text"))
+        return WatchReport(held, cancel, messages)
+    finally:
+        close_old_connections()
+
+
+def _mark_delivered(message_ids: list[int]) -> None:
+    RunMessage.objects.filter(pk__in=message_ids).update(delivered_at=timezone.now())
+
+
+# -- one execution -------------------------------------------------------------------------
+
+class Execution:
+    """One worker (or the run_delegation command) executing one run tree under its lease."""
+
+    def __init__(self, run: Run, owner: str, *, gate: ApprovalGate | None = None,
+                 listener: EventListener | None = None) -> None:
+        self.run = run
+        self.root_id = run.pk
+        self.owner = owner
+        self.db = DatabaseThread()
+        self.sink = DjangoEventSink(self.db, listener=listener)
+        self.checkpoints = DjangoCheckpointStore(self.sink)
+        self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
+        self.runner = Runner(sink=self.sink, gate=self.gate, checkpoints=self.checkpoints,
+                             settings=runner_settings())
+        self._cancelled: set[str] = set()
+        self._resume = bool(run.checkpoint)
+
+    async def execute(self) -> str:
+        """A worker's whole turn: run or resume the tree, store everything, release the
+        lease; returns the root's state when it ended or parked."""
+        try:
+            state = await self.drive()
+            again = await self.db.call(finish_execution, self.root_id, self.owner, state)
+            if again:
+                from delegations.tasks import enqueue_run
+
+                await self.db.call(enqueue_run, self.root_id)
+            return state
+        finally:
+            self.db.close()
+
+    async def drive(self) -> str:
+        """Start the tree (or resume it from its checkpoint) until it ends or parks, with
+        every event stored; the lease stays held. Returns the root's state."""
+        run = self.run
+        try:
+            adapter = make_adapter(run.adapter_name, adapter_config(run.adapter_name, run.adapter_config))
+        except ProtocolError as exc:
+            await self.sink.aclose()
+            await self.db.call(fail_unstarted, run.pk, {
+                "code": ErrorCode.TOOL_FAILURE.value,
+                "message": f"The model adapter could not be set up: {exc.message}"})
+            return RunState.FAILED.value
+        if self._resume:
+            work = self.runner.resume(run.pk, adapter=adapter)
+        else:
+            workspace = settings.HANDOFF_WORKSPACE_ROOT / run.pk
+            work = self.runner.start(run.packet, adapter=adapter, run_id=run.pk, workspace=workspace)
+        self._resume = True  # from here on the tree has a checkpoint
+        main = asyncio.ensure_future(work)
+        watcher = asyncio.ensure_future(self._watch(main))
+        try:
+            outcome = await main
+        except ProtocolError as exc:
+            # resume refused (no checkpoint after all): the worker that had it is gone
+            await self.sink.aclose()
+            await self.db.call(fail_unstarted, run.pk, exc.as_dict())
+            return RunState.FAILED.value
+        except asyncio.CancelledError:
+            # the host is stopping (Ctrl+C in run_delegation): the runner cancelled the
+            # tree; keep what it reported
+            await asyncio.shield(self.sink.aclose())
+            raise
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        await self.sink.aclose()
+        return outcome.state.value
+
+    async def renew_lease(self) -> bool:
+        report = await self.db.call(_watch_poll, self.root_id, self.owner, True)
+        return report.lease_held
+
+    async def _watch(self, main: asyncio.Future[RunOutcome]) -> None:
+        renew_every = max(1.0, lease_seconds() / 3)
+        loop = asyncio.get_running_loop()
+        renewed = loop.time()
+        lost_reported = False
+        while not main.done():
+            await asyncio.sleep(WATCH_SECONDS)
+            renew = loop.time() - renewed >= renew_every
+            try:
+                report = await self.db.call(_watch_poll, self.root_id, self.owner, renew)
+            except Exception:
+                logger.warning("Run %s: polling for requests failed", self.root_id, exc_info=True)
+                continue
+            if renew:
+                renewed = loop.time()
+                if not report.lease_held and not lost_reported:
+                    lost_reported = True
+                    logger.error("Run %s: this worker lost its lease (it could not renew it in "
+                                 "time); another worker may resume the run", self.root_id)
+            for run_id in report.cancel:
+                if run_id not in self._cancelled and self.runner.cancel(run_id):
+                    self._cancelled.add(run_id)
+            delivered = [pk for pk, run_id, text in report.messages
+                         if self.runner.send_message(run_id, text)]
+            if delivered:
+                await self.db.call(_mark_delivered, delivered)
+
+
+def finish_execution(root_id: str, owner: str, state: str) -> bool:
+    """Release the lease; True when the tree should be resumed at once (it parked, but
+    every inbox item it waits for was decided meanwhile)."""
+    from delegations.services import dispatch_lane
+
+    release_lease(root_id, owner)
+    root = Run.objects.get(pk=root_id)
+    again = state == RunState.AWAITING_APPROVAL and not root.is_terminal and not has_pending_approvals(root_id)
+    dispatch_lane(root.owner_id)
+    close_old_connections()
+    return again
+
+
+def fail_unstarted(run_id: str, error: dict[str, Any]) -> None:
+    from delegations.services import record_end
+
+    run = Run.objects.get(pk=run_id)
+    if not run.is_terminal:
+        record_end(run, RunState.FAILED, error=error)
+
+
+# -- the process's run host ------------------------------------------------------------------
+
+class RunHost:
+    """A daemon thread running an asyncio loop on which this process executes its trees."""
+
+    _instance: RunHost | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        # The server's event loop, this loop and the database thread pass the GIL back and
+        # forth on every event; at the default 5 ms switch interval a busy run makes live
+        # delivery wait for it. 1 ms keeps hand-overs short at a small cost in throughput.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._serve, name="handoff-run-host", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def get(cls) -> RunHost:
+        with cls._lock:
+            if cls._instance is None or not cls._instance.thread.is_alive():
+                cls._instance = RunHost()
+            return cls._instance
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, execution: Execution) -> Future[str]:
+        future = asyncio.run_coroutine_threadsafe(execution.execute(), self.loop)
+        future.add_done_callback(_log_failure)
+        return future
+
+
+def _log_failure(future: Future[str]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("A run execution failed", exc_info=future.exception())
+
+
+def execute(run_id: str, *, wait: bool) -> str:
+    """Take the lease of root run ``run_id`` and execute its tree on the run host.
+
+    Returns the root's state when ``wait`` (after it finished or parked), else
+    ``"started"``; ``"skipped"`` when another worker holds it, it is over, it waits for
+    a lane slot, or it is parked on an undecided inbox item."""
+    owner = new_lease_owner()
+    run = acquire_lease(run_id, owner)
+    if run is None:
+        return "skipped"
+    waiting_for_slot = run.state == RunState.PENDING and run.allocated_at is None
+    if waiting_for_slot or (run.state == RunState.AWAITING_APPROVAL and has_pending_approvals(run_id)):
+        release_lease(run_id, owner)
+        return "skipped"
+    future = RunHost.get().submit(Execution(run, owner))
+    if not wait:
+        return "started"
+    return future.result()
+

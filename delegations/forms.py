@@ -1,0 +1,106 @@
+"""Forms of the run pages: the run list's filters and the form that starts a run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.conf import settings
+
+from delegations.protocol.adapters import ADAPTERS
+from delegations.protocol.lifecycle import RunState
+
+PASTE_LIMIT = 512 * 1024   # characters of pasted JSON
+
+
+class RunFilterForm(forms.Form):
+    state = forms.ChoiceField(required=False, choices=[("", "any state")] + [
+        (state.value, state.value.replace("_", " ").lower()) for state in RunState])
+    skill = forms.CharField(required=False, max_length=200)
+    scope = forms.ChoiceField(required=False, initial="root", choices=[
+        ("root", "top-level runs"), ("all", "all runs, subagents too")])
+    owner = forms.ChoiceField(required=False, initial="mine", choices=[
+        ("mine", "my runs"), ("all", "everyone's runs")])
+
+    def filters(self) -> dict[str, str]:
+        """The cleaned filters with defaults; invalid values read as their default."""
+        cleaned: dict[str, Any] = self.cleaned_data if self.is_valid() else {}
+        return {
+            "state": cleaned.get("state") or "",
+            "skill": (cleaned.get("skill") or "").strip(),
+            "scope": cleaned.get("scope") or "root",
+            "owner": cleaned.get("owner") or "mine",
+        }
+
+    def query_string(self, **overrides: Any) -> str:
+        """The filters as a query string, defaults and empty values left out."""
+        values = {**self.filters(), **overrides}
+        defaults = {"scope": "root", "owner": "mine"}
+        return urlencode({key: value for key, value in values.items()
+                          if value not in ("", None) and defaults.get(key) != value})
+
+
+def _json_error(exc: json.JSONDecodeError) -> str:
+    return f"This is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+
+
+class RunStartForm(forms.Form):
+    packet = forms.CharField(
+        max_length=PASTE_LIMIT, widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false"}),
+        help_text="A hand-off packet as JSON, in any seed spelling: seed 000 delegate_task "
+                  "arguments, seed 001 base params, seed 002 HandoffPackage, seed 003 contract "
+                  "or seed 004 sessions_spawn.")
+    adapter = forms.ChoiceField(
+        choices=[(name, f"{name} — {spec.description}") for name, spec in ADAPTERS.items()],
+        help_text="Which model runs it. API keys come from the server's environment.")
+    adapter_config = forms.CharField(
+        required=False, max_length=PASTE_LIMIT,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        help_text='Optional JSON object, e.g. {"model": "gpt-4o-mini"} for openai, or a '
+                  '{"script": [...]} for scripted. Leave empty for the defaults.')
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["adapter"].initial = settings.HANDOFF_DEFAULT_ADAPTER
+
+    def clean_packet(self) -> dict[str, Any]:
+        try:
+            value = json.loads(self.cleaned_data["packet"])
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(_json_error(exc)) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(
+                f"The packet must be a JSON object ({{...}}), not {type(value).__name__}.")
+        return value
+
+    def clean_adapter_config(self) -> dict[str, Any] | None:
+        text = self.cleaned_data.get("adapter_config", "").strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(_json_error(exc)) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(
+                f"The adapter config must be a JSON object ({{...}}), not {type(value).__name__}.")
+        return value
+
+
+class RetryForm(forms.Form):
+    fix_instructions = forms.CharField(
+        required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Optional: what the next attempt should do differently (seed 001 "
+                  "previous_failure.fix_instructions).")
+
+
+class MessageForm(forms.Form):
+    text = forms.CharField(max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}),
+                           error_messages={"required": "Write what the subagent should know."})
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject")])
+    comment = forms.CharField(required=False, max_length=5_000)

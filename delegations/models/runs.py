@@ -1,0 +1,240 @@
+"""A run: one execution of a hand-off packet, the delegation record of seed 003.
+
+The run row is a summary kept up to date by the event sink; the event log
+(:class:`~delegations.models.RunEvent`) is the source of truth. Run ids are the runner's
+ids (uuid4 hex), so ``Run.pk`` is what events, checkpoints and URLs use.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from delegations.protocol.lifecycle import TERMINAL_STATES, RunState, check_transition
+
+if TYPE_CHECKING:
+    from delegations.protocol.packet import HandoffPacket
+
+TERMINAL = [str(state) for state in TERMINAL_STATES]
+# States in which a root run occupies one of its owner's lane slots (seed 004's queue lane):
+# a run parked for a person holds no worker and no slot.
+LANE_STATES = [str(RunState.ACCEPTED), str(RunState.WORKING)]
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def session_key_for(agent_id: str | None, run_id: str, *, depth: int = 0) -> str:
+    """seed 004's ``agent:<agentId>:subagent:<uuid>`` for a subagent; the root run is the
+    agent's main session (``agent:<agentId>:main:<uuid>``), as the runner names it."""
+    kind = "subagent" if depth else "main"
+    return f"agent:{agent_id or 'main'}:{kind}:{run_id}"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def visible_to(self, user: Any) -> RunQuerySet:
+        """Owners see their runs (and every run in their trees); staff see all."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        if user.is_staff or user.is_superuser:
+            return self
+        return self.filter(Q(owner=user) | Q(root__owner=user))
+
+    def roots(self) -> RunQuerySet:
+        return self.filter(parent__isnull=True)
+
+    def active(self) -> RunQuerySet:
+        return self.exclude(state__in=TERMINAL)
+
+    def finished(self) -> RunQuerySet:
+        return self.filter(state__in=TERMINAL)
+
+    def in_lane(self) -> RunQuerySet:
+        """Root runs that hold a slot in their owner's lane: running, or handed to a worker."""
+        return self.roots().filter(
+            Q(state__in=LANE_STATES) | Q(state=RunState.PENDING, allocated_at__isnull=False))
+
+    def waiting_in_lane(self) -> RunQuerySet:
+        """Root runs waiting for a lane slot, oldest first."""
+        return self.roots().filter(state=RunState.PENDING, allocated_at__isnull=True).order_by(
+            "created_at")
+
+    def lease_expired(self, now: datetime | None = None) -> RunQuerySet:
+        return self.roots().active().filter(lease_expires_at__lt=now or timezone.now())
+
+    def archivable(self, now: datetime | None = None) -> RunQuerySet:
+        cutoff = (now or timezone.now()) - timedelta(minutes=settings.HANDOFF_ARCHIVE_AFTER_MINUTES)
+        return self.roots().finished().filter(archived_at__isnull=True, finished_at__lt=cutoff)
+
+
+class Run(models.Model):
+    class Cleanup(models.TextChoices):
+        KEEP = "keep", "keep (archive)"
+        DELETE = "delete", "delete"
+
+    id = models.CharField(primary_key=True, max_length=64, default=new_run_id, editable=False)
+    # the tree (seed 003: parent/child run ids); root is the run itself for a root run
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="children")
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="descendants")
+    depth = models.PositiveSmallIntegerField(default=0)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="runs")
+    delegation = models.ForeignKey("delegations.Delegation", null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="runs")
+    # what was asked
+    packet = models.JSONField(default=dict, help_text="Snapshot of the canonical packet.")
+    input_hash = models.CharField(max_length=64, db_index=True,
+                                  help_text="sha256 of the canonical packet (seed 003).")
+    label = models.CharField(max_length=200, blank=True)
+    goal = models.TextField(blank=True)
+    subagent_type = models.CharField(max_length=40, blank=True)
+    skill = models.CharField(max_length=200, blank=True, db_index=True,
+                             help_text="Skill reference name@version, if any.")
+    agent_id = models.CharField(max_length=100, blank=True)
+    session_key = models.CharField(max_length=200, blank=True, db_index=True,
+                                   help_text="seed 004: agent:<agentId>:subagent:<uuid>")
+    adapter_name = models.CharField(max_length=40)
+    adapter_config = models.JSONField(default=dict, blank=True,
+                                      help_text="Public adapter config; secrets are never stored.")
+    capabilities = models.JSONField(default=list, blank=True, help_text="Capability scope.")
+    budget = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    timeout_s = models.FloatField(null=True, blank=True)
+    cleanup = models.CharField(max_length=10, choices=Cleanup.choices, default=Cleanup.KEEP)
+    # lifecycle
+    state = models.CharField(max_length=20, choices=[(s.value, s.value) for s in RunState],
+                             default=RunState.PENDING.value, db_index=True)
+    attempt = models.PositiveIntegerField(default=1)
+    previous_failure = models.JSONField(null=True, blank=True)
+    retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="retries")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    allocated_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="When a lane slot and a worker were allocated.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    # outcome
+    result = models.JSONField(null=True, blank=True, help_text="The normalized ResponsePackage.")
+    criteria_report = models.JSONField(null=True, blank=True)
+    findings = models.JSONField(default=list, blank=True, help_text="Lint findings.")
+    error = models.JSONField(null=True, blank=True, help_text="{code, message, ...}")
+    # execution (root runs hold the lease; children run inside their root's worker)
+    lease_owner = models.CharField(max_length=120, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    recoveries = models.PositiveSmallIntegerField(
+        default=0, help_text="Times the run was resumed after its worker was lost.")
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    checkpoint = models.JSONField(null=True, blank=True)
+    last_seq = models.PositiveIntegerField(default=0, help_text="Seq of the last event.")
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "state"]), models.Index(fields=["root", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.label or self.goal[:60] or self.pk} ({self.state})"
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_id is None
+
+    @property
+    def root_run_id(self) -> str:
+        return self.root_id or self.pk
+
+    @property
+    def group_name(self) -> str:
+        """The channel layer group of this run's live events."""
+        return f"run.{self.pk}"
+
+    @property
+    def succeeded(self) -> bool:
+        status = (self.result or {}).get("status")
+        return self.state == RunState.COMPLETE and status in ("SUCCESS", "PARTIAL_COMPLETION")
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    def holds_live_lease(self, now: datetime | None = None) -> bool:
+        return bool(self.lease_owner and self.lease_expires_at
+                    and self.lease_expires_at > (now or timezone.now()))
+
+    def to_packet(self) -> HandoffPacket:
+        from delegations.protocol.packet import parse_packet
+
+        return parse_packet(self.packet)
+
+    def ancestor_ids(self) -> list[str]:
+        """Ids of the parent, grandparent, ... up to the root (nearest first)."""
+        ids: list[str] = []
+        parent_id = self.parent_id
+        while parent_id is not None:
+            ids.append(parent_id)
+            parent_id = Run.objects.filter(pk=parent_id).values_list("parent_id", flat=True).first()
+        return ids
+
+    def tree(self) -> models.QuerySet[Run]:
+        """This run and every descendant (the whole tree for a root)."""
+        if self.is_root:
+            return Run.objects.filter(Q(pk=self.pk) | Q(root_id=self.pk))
+        ids = {self.pk}
+        frontier = [self.pk]
+        while frontier:
+            frontier = list(Run.objects.filter(parent_id__in=frontier).values_list("pk", flat=True))
+            ids.update(frontier)
+        return Run.objects.filter(pk__in=ids)
+
+    # -- changing ----------------------------------------------------------------------
+    def transition(self, new_state: RunState | str, *, at: datetime | None = None) -> list[str]:
+        """Move to ``new_state`` (ERR_ILLEGAL_TRANSITION if the lifecycle forbids it) and
+        stamp the times; returns the changed field names for ``save(update_fields=...)``.
+        The lease is the executing worker's business, not the lifecycle's."""
+        target = check_transition(RunState(self.state), RunState(new_state))
+        now = at or timezone.now()
+        self.state = target
+        changed = ["state"]
+        if target == RunState.WORKING and self.started_at is None:
+            self.started_at = now
+            changed.append("started_at")
+        if target in TERMINAL_STATES and self.finished_at is None:
+            self.finished_at = now
+            changed.append("finished_at")
+        return changed
+
+
+class RunMessage(models.Model):
+    """A message a person sent to a run (seed 004 ``send``), delivered at its next turn by
+    whichever worker executes the run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    text = models.TextField()
+    sender = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                               on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return self.text[:60]

@@ -1,0 +1,459 @@
+"""What a run page shows, read from the event log and the run rows: the timeline, the
+streamed text of the tree, budget meters, the delegation tree, edits as diffs, the result.
+
+The live view and its no-JS snapshot render the same data through the same template
+fragments (the event log is the source of truth, DESIGN §3.4), so both are built here.
+Everything returned is plain dicts and lists, ready for the templates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from delegations.models import Approval, Run, RunEvent, RunMessage
+from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, fraction_used
+from delegations.protocol.lifecycle import RunState
+
+TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest
+STREAM_CHAR_LIMIT = 20_000    # the tail of each run's streamed text a snapshot shows
+JSON_CHAR_LIMIT = 8_000       # pretty JSON longer than this is cut (the API has it whole)
+OPEN_JSON_CHARS = 240         # tool arguments up to this long are shown unfolded
+TURN_BREAK = "\n\n"           # between the texts of two model turns of one run
+
+STATE_TONES: dict[str, str] = {
+    RunState.PENDING: "neutral", RunState.ACCEPTED: "neutral", RunState.WORKING: "info",
+    RunState.AWAITING_APPROVAL: "warn", RunState.COMPLETE: "ok", RunState.RETURNED: "warn",
+    RunState.FAILED: "bad", RunState.TIMEOUT: "bad", RunState.REJECTED: "bad",
+    RunState.CANCELLED: "neutral",
+}
+STATUS_TONES: dict[str, str] = {
+    "SUCCESS": "ok", "PARTIAL_COMPLETION": "warn", "FAILURE": "bad",
+    "BLOCKED_AWAITING_CLARIFICATION": "info",
+}
+SEVERITY_TONES: dict[str, str] = {"error": "bad", "warning": "warn", "info": "info"}
+LOG_TONES: dict[str, str] = {"error": "bad", "warning": "warn"}
+METER_LABELS: dict[str, str] = {
+    "max_model_calls": "Model calls", "max_tokens": "Tokens", "max_runtime_s": "Time",
+    "max_cost_usd": "Cost",
+}
+
+
+def state_tone(state: str | None) -> str:
+    return STATE_TONES.get(str(state or ""), "neutral")
+
+
+def status_tone(status: str | None) -> str:
+    return STATUS_TONES.get(str(status or ""), "neutral")
+
+
+def pretty_json(value: Any, limit: int = JSON_CHAR_LIMIT) -> str:
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if len(text) > limit:
+        return f"{text[:limit]}\n… ({len(text) - limit:,} more characters; the API has the whole value)"
+    return text
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def format_usd(amount: float | None) -> str:
+    if amount is None:
+        return "—"
+    if amount == 0:
+        return "$0"
+    return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
+
+
+# -- diffs --------------------------------------------------------------------------------
+
+def diff_lines(diff: str) -> list[dict[str, str]]:
+    """A unified diff as lines with a kind for colouring: file, hunk, add, del, ctx."""
+    lines = []
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "ctx"
+        lines.append({"kind": kind, "text": line})
+    return lines
+
+
+def edited_files(result: Any) -> list[dict[str, Any]]:
+    """The files an apply_edit tool result changed, each with its diff as lines."""
+    if not isinstance(result, dict):
+        return []
+    files = []
+    for entry in result.get("files") or []:
+        if isinstance(entry, dict):
+            diff = str(entry.get("diff") or "")
+            files.append({"path": str(entry.get("path") or ""), "created": bool(entry.get("created")),
+                          "deleted": bool(entry.get("deleted")), "lines": diff_lines(diff),
+                          "added": sum(1 for line in diff.splitlines() if line.startswith("+")
+                                       and not line.startswith("+++")),
+                          "removed": sum(1 for line in diff.splitlines() if line.startswith("-")
+                                         and not line.startswith("---"))})
+    return files
+
+
+# -- the timeline -------------------------------------------------------------------------
+
+@dataclass
+class TimelineItem:
+    seq: int
+    ts: Any
+    type: str
+    title: str
+    tone: str = "neutral"
+    meta: list[str] = field(default_factory=list)
+    body_text: str = ""
+    body_json: str = ""
+    json_label: str = ""
+    json_open: bool = False
+    files: list[dict[str, Any]] = field(default_factory=list)
+    link_run: str = ""
+    link_label: str = ""
+    approval_id: int | None = None
+
+
+def _state_item(item: TimelineItem, data: dict[str, Any]) -> None:
+    state, previous = data.get("state"), data.get("previous")
+    item.title = f"{previous} → {state}" if previous else f"Created ({state})"
+    item.tone = state_tone(state)
+    if data.get("reason"):
+        item.body_text = str(data["reason"])
+    if data.get("resumed"):
+        item.meta.append("resumed")
+    findings = data.get("findings")
+    if isinstance(findings, list) and findings:
+        item.meta.append(f"{len(findings)} lint finding{'s' if len(findings) != 1 else ''}")
+
+
+def _model_call_item(item: TimelineItem, data: dict[str, Any]) -> None:
+    item.title = f"Model call {data.get('iteration', '')}".strip()
+    item.tone = "info"
+    if data.get("model"):
+        item.meta.append(str(data["model"]))
+    tokens_in, tokens_out = int(data.get("input_tokens") or 0), int(data.get("output_tokens") or 0)
+    item.meta.append(f"{tokens_in:,} in · {tokens_out:,} out tokens")
+    item.meta.append(format_usd(float(data.get("cost_usd") or 0.0)))
+    if data.get("duration_ms") is not None:
+        item.meta.append(f"{float(data['duration_ms']):,.0f} ms")
+    calls = int(data.get("tool_calls") or 0)
+    if calls:
+        item.meta.append(f"{calls} tool call{'s' if calls != 1 else ''}")
+
+
+def _tool_call_item(item: TimelineItem, data: dict[str, Any]) -> None:
+    item.title = f"Tool call: {data.get('name', '?')}"
+    item.body_json = pretty_json(data.get("arguments") or {})
+    item.json_label = "Arguments"
+    item.json_open = len(item.body_json) <= OPEN_JSON_CHARS
+    if data.get("id"):
+        item.meta.append(str(data["id"]))
+
+
+def _tool_result_item(item: TimelineItem, data: dict[str, Any]) -> None:
+    name = data.get("name", "?")
+    if data.get("ok"):
+        item.title, item.tone = f"Tool result: {name} ✓", "ok"
+        result = data.get("result")
+        if name == "apply_edit":
+            item.files = edited_files(result)
+        if name == "delegate_task" and isinstance(result, dict):
+            item.body_text = str(result.get("summary") or "")
+            item.link_run = str(result.get("run_id") or "")
+            item.link_label = str(result.get("label") or "subagent")
+        elif not item.files:
+            item.body_json = pretty_json(result)
+            item.json_label = "Result"
+    else:
+        error = data.get("error")
+        if not isinstance(error, dict):
+            error = {}
+        item.title, item.tone = f"Tool result: {name} failed", "bad"
+        item.body_text = f"{error.get('code', 'ERROR')}: {error.get('message', '')}"
+        if name == "delegate_task" and isinstance(data.get("result"), dict):
+            item.link_run = str(data["result"].get("run_id") or "")
+            item.link_label = str(data["result"].get("label") or "subagent")
+    if data.get("id"):
+        item.meta.append(str(data["id"]))
+
+
+def _child_item(item: TimelineItem, data: dict[str, Any]) -> None:
+    label = data.get("label") or "subagent"
+    item.title, item.tone = f"Spawned subagent “{label}”", "info"
+    item.link_run, item.link_label = str(data.get("child_run_id") or ""), str(label)
+    if data.get("session_key"):
+        item.meta.append(str(data["session_key"]))
+    capabilities = data.get("capabilities") or []
+    item.meta.append("capabilities: " + (", ".join(map(str, capabilities)) or "none"))
+
+
+def _approval_item(item: TimelineItem, data: dict[str, Any], approval_ids: dict[str, int]) -> None:
+    item.approval_id = approval_ids.get(str(data.get("key") or ""))
+    decision = data.get("decision")
+    if decision:
+        who = f" by {data['decided_by']}" if data.get("decided_by") else ""
+        item.title = f"Approval decided: {decision}{who}"
+        item.tone = "ok" if decision in ("approve", "answer", "edit") else "bad"
+        item.body_text = str(data.get("comment") or "")
+    else:
+        item.title, item.tone = f"Approval requested: {data.get('title', '')}", "warn"
+        item.meta += [f"kind {data.get('kind', '?')}", f"risk {data.get('risk', '?')}"]
+        if data.get("payload"):
+            item.body_json, item.json_label = pretty_json(data["payload"]), "What it asks"
+
+
+def _result_item(item: TimelineItem, data: dict[str, Any]) -> None:
+    result = data.get("result")
+    status = result.get("status") if isinstance(result, dict) else None
+    item.title = f"Finished: {data.get('state')}" + (f" · {status}" if status else "")
+    item.tone = state_tone(data.get("state"))
+
+
+def timeline_item(event: RunEvent | dict[str, Any], approval_ids: dict[str, int]) -> TimelineItem:
+    if isinstance(event, RunEvent):
+        seq, ts, kind, data = event.seq, event.ts, event.type, event.data
+    else:
+        seq, ts, kind, data = event["seq"], event["ts"], event["type"], event["data"]
+    data = data if isinstance(data, dict) else {}
+    item = TimelineItem(seq=seq, ts=ts, type=kind, title=kind)
+    if kind == "state":
+        _state_item(item, data)
+    elif kind == "model_call":
+        _model_call_item(item, data)
+    elif kind == "tool_call":
+        _tool_call_item(item, data)
+    elif kind == "tool_result":
+        _tool_result_item(item, data)
+    elif kind == "child":
+        _child_item(item, data)
+    elif kind == "approval":
+        _approval_item(item, data, approval_ids)
+    elif kind == "message":
+        item.title, item.tone = f"Message from {data.get('from') or 'a person'}", "info"
+        item.body_text = str(data.get("text") or "")
+    elif kind == "announce":
+        item.title = f"Announced: {data.get('status', '?')}"
+        item.tone = "ok" if data.get("status") == "success" else "bad"
+        item.body_text = str(data.get("summary") or "")
+    elif kind == "result":
+        _result_item(item, data)
+    elif kind == "log":
+        item.title = str(data.get("message") or "log")
+        item.tone = LOG_TONES.get(str(data.get("level") or ""), "neutral")
+    elif kind == "error":
+        item.title, item.tone = f"Error {data.get('code', '')}".strip(), "bad"
+        item.body_text = str(data.get("message") or "")
+    return item
+
+
+# -- meters, tree, streams ----------------------------------------------------------------
+
+def _usage(run: Run) -> Usage:
+    stored = run.usage if isinstance(run.usage, dict) else {}
+    runtime = float(stored.get("runtime_s") or 0.0)
+    if not run.is_terminal or not runtime:
+        runtime = run.duration_s or runtime   # a running run: time so far
+    return Usage(model_calls=int(stored.get("model_calls") or 0),
+                 input_tokens=int(stored.get("input_tokens") or 0),
+                 output_tokens=int(stored.get("output_tokens") or 0),
+                 cost_usd=float(stored.get("cost_usd") or 0.0), runtime_s=runtime)
+
+
+def _budget(run: Run) -> Budget:
+    try:
+        return Budget.model_validate(run.budget or {})
+    except ValueError:
+        return Budget()
+
+
+def _amount(axis: str, value: float | None) -> str:
+    if value is None:
+        return "no limit"
+    if axis == "max_runtime_s":
+        return format_seconds(value)
+    if axis == "max_cost_usd":
+        return format_usd(value)
+    return f"{int(value):,}"
+
+
+def budget_meters(run: Run) -> list[dict[str, Any]]:
+    """Per consumable axis: used / limit, the filled share and where the soft threshold
+    (HANDOFF_SOFT_BUDGET_THRESHOLD) sits on the meter."""
+    budget, usage = _budget(run), _usage(run)
+    fractions = fraction_used(budget, usage)
+    soft = float(settings.HANDOFF_SOFT_BUDGET_THRESHOLD)
+    meters = []
+    for axis, measure in CONSUMABLE_AXES:
+        fraction = fractions[axis]
+        used = getattr(usage, measure)
+        tone = "ok"
+        if fraction is not None and fraction >= 1:
+            tone = "bad"
+        elif fraction is not None and fraction >= soft:
+            tone = "warn"
+        meters.append({
+            "axis": axis, "label": METER_LABELS[axis], "used": _amount(axis, used),
+            "limit": _amount(axis, getattr(budget, axis)), "limited": fraction is not None,
+            "percent": round(min(fraction, 1.0) * 100, 1) if fraction is not None else 0,
+            "value": round(fraction * 100, 1) if fraction is not None else 0,
+            "soft_percent": round(soft * 100, 1), "tone": tone,
+        })
+    return meters
+
+
+def tree_nodes(run: Run, members: Iterable[Run]) -> dict[str, Any]:
+    """The run and its descendants as nested dicts (children in the order they were spawned)."""
+    children_of: dict[str | None, list[Run]] = {}
+    for member in members:
+        children_of.setdefault(member.parent_id, []).append(member)
+
+    def node(member: Run) -> dict[str, Any]:
+        usage = member.usage if isinstance(member.usage, dict) else {}
+        return {"run": member, "current": member.pk == run.pk, "tone": state_tone(member.state),
+                "tokens": int(usage.get("total_tokens") or 0),
+                "children": [node(child) for child in children_of.get(member.pk, [])]}
+
+    return node(run)
+
+
+def streams(members: list[Run], current: Run) -> list[dict[str, Any]]:
+    """Each run's streamed model text: its `text` events joined, a blank line between
+    model turns (a `model_call` event closes a turn). ``last_seq`` is the last text seq
+    included and ``turn_ended`` whether a turn closed after it, so the live script
+    appends newer deltas the same way."""
+    ids = [member.pk for member in members]
+    chunks: dict[str, list[str]] = {}
+    last_seq: dict[str, int] = {}
+    turn_ended: dict[str, bool] = {}
+    rows = (RunEvent.objects.filter(run_id__in=ids, type__in=("text", "model_call"))
+            .order_by("run_id", "seq").values_list("run_id", "seq", "type", "data"))
+    for run_id, seq, kind, data in rows:
+        if kind == "model_call":
+            turn_ended[run_id] = True
+            continue
+        parts = chunks.setdefault(run_id, [])
+        if parts and turn_ended.get(run_id):
+            parts.append(TURN_BREAK)
+        parts.append(str((data or {}).get("delta", "")))
+        last_seq[run_id] = seq
+        turn_ended[run_id] = False
+    out = []
+    for member in members:
+        if member.pk not in chunks:
+            continue
+        text = "".join(chunks[member.pk])
+        trimmed = len(text) > STREAM_CHAR_LIMIT
+        out.append({"run": member, "current": member.pk == current.pk,
+                    "text": text[-STREAM_CHAR_LIMIT:] if trimmed else text, "trimmed": trimmed,
+                    "last_seq": last_seq[member.pk], "turn_ended": turn_ended.get(member.pk, False)})
+    return out
+
+
+# -- the whole page -----------------------------------------------------------------------
+
+def timeline(run: Run, *, after: int = 0,
+             approval_ids: dict[str, int] | None = None) -> tuple[list[TimelineItem], int, int]:
+    """The run's own events after ``after`` (text is shown in the output area instead):
+    the items, the last seq they cover, and how many older events were left out."""
+    events = RunEvent.objects.filter(run=run, seq__gt=after).exclude(type="text")
+    total = events.count()
+    rows = list(events.order_by("-seq")[:TIMELINE_LIMIT])[::-1]
+    ids = approval_ids if approval_ids is not None else _approval_ids([run.pk])
+    items = [timeline_item(row, ids) for row in rows]
+    last = max([after, *(row.seq for row in rows)])
+    return items, last, max(0, total - len(rows))
+
+
+def _approval_ids(run_ids: list[str]) -> dict[str, int]:
+    return dict(Approval.objects.filter(run_id__in=run_ids).values_list("key", "pk"))
+
+
+def changes(run: Run) -> list[dict[str, Any]]:
+    """Every file the run's own apply_edit calls changed, in order, with diffs."""
+    files: list[dict[str, Any]] = []
+    rows = RunEvent.objects.filter(run=run, type="tool_result", data__name="apply_edit").order_by("seq")
+    for row in rows:
+        if isinstance(row.data, dict) and row.data.get("ok"):
+            files += edited_files(row.data.get("result"))
+    return files
+
+
+def result_view(run: Run) -> dict[str, Any] | None:
+    result = run.result if isinstance(run.result, dict) else None
+    if result is None:
+        return None
+    payload = result.get("output_payload")
+    handoff = result.get("handoff") if isinstance(result.get("handoff"), dict) else None
+    return {
+        **result, "tone": status_tone(result.get("status")),
+        "summary_text": result.get("summary") or result.get("log_summary") or "",
+        "payload_json": pretty_json(payload) if payload not in (None, {}, []) else "",
+        "handoff": handoff,
+    }
+
+
+def findings_view(run: Run) -> list[dict[str, Any]]:
+    findings = run.findings if isinstance(run.findings, list) else []
+    return [{**finding, "tone": SEVERITY_TONES.get(str(finding.get("severity")), "neutral")}
+            for finding in findings if isinstance(finding, dict)]
+
+
+def snapshot(run: Run, *, after: int = 0, with_streams: bool = True) -> dict[str, Any]:
+    """Everything a run page renders. ``after``: only timeline events past that seq (the
+    live script's refresh); ``with_streams``: include the streamed text (the refresh asks
+    for it only when a run it has no output area for starts talking)."""
+    members = list(run.tree().select_related("owner").order_by("depth", "created_at", "pk"))
+    # cursors first: an event stored while the page renders is shown and then sent again
+    # over the websocket, where the page drops it by seq
+    cursors = {member.pk: member.last_seq for member in members}
+    member_ids = [member.pk for member in members]
+    approval_ids = _approval_ids(member_ids)
+    items, last, hidden = timeline(run, after=after, approval_ids=approval_ids)
+    approvals = list(Approval.objects.filter(run_id__in=member_ids).select_related("run", "decided_by")
+                     .order_by("-requested_at", "-pk"))
+    approvals.sort(key=lambda approval: not approval.is_pending)
+    return {
+        "run": run, "state_tone": state_tone(run.state), "cursors": cursors,
+        "cursors_json": json.dumps(cursors), "timeline": items, "timeline_after": last,
+        "timeline_hidden": hidden, "meters": budget_meters(run), "tree": tree_nodes(run, members),
+        "subagent_count": len(members) - 1,
+        "streams": streams(members, run) if with_streams else [], "streams_included": with_streams,
+        "approvals": approvals, "pending_approvals": [a for a in approvals if a.is_pending],
+        "result": result_view(run), "criteria": run.criteria_report if isinstance(run.criteria_report, dict) else None,
+        "changes": changes(run), "findings": findings_view(run),
+        "error": run.error if isinstance(run.error, dict) else None,
+        "queued_messages": list(RunMessage.objects.filter(run=run, delivered_at__isnull=True)),
+        "ancestors": _ancestors(run),
+    }
+
+
+def _ancestors(run: Run) -> list[Run]:
+    """Root first, down to the parent: the breadcrumb of a child run."""
+    ids = run.ancestor_ids()
+    if not ids:
+        return []
+    found = {member.pk: member for member in Run.objects.filter(Q(pk__in=ids)).only("id", "label", "goal", "state")}
+    return [found[pk] for pk in reversed(ids) if pk in found]

@@ -1,0 +1,287 @@
+"""The runner's host interfaces, backed by the database: event sink, checkpoint store and
+approval gate (DESIGN §2.10, §3.5).
+
+All three talk to the database through one :class:`DatabaseThread`, so what the runner
+reports is stored in the order it happened. The sink does not write each event on its
+own: events queue up and a flusher stores them in batches (one transaction each), then
+publishes them; consecutive text deltas of a run are merged into one event while they
+wait (about 50 ms), which keeps the event log and the channel layer small without
+losing a character. Checkpoints travel through the same queue and ``save`` returns once
+the checkpoint (and every event before it) is stored, so a resumed run never repeats a
+step it had recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from django.db import close_old_connections, connection
+
+from delegations import live
+from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
+from delegations.models import Approval, Run
+from delegations.protocol.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Decision,
+    RunParked,
+)
+from delegations.protocol.checkpoints import Checkpoint
+from delegations.protocol.events import EventType
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+# called with each stored batch of events (wire shape, in order): run_delegation prints them
+EventListener = Callable[[list[dict[str, Any]]], None]
+
+COALESCE_SECONDS = 0.05
+PUBLISH_SECONDS = 0.05
+RETRY_SECONDS = 0.5
+MAX_PERSIST_ATTEMPTS = 20
+
+
+class DatabaseThread:
+    """One thread that makes every ORM call of an execution (async code may not)."""
+
+    def __init__(self, name: str = "handoff-db") -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def close(self) -> None:
+        def _close() -> None:
+            close_old_connections()
+            connection.close()
+        with contextlib.suppress(Exception):
+            self._executor.submit(_close).result(timeout=10)
+        self._executor.shutdown(wait=True)
+
+
+class DjangoEventSink:
+    """Persist, then publish. ``flush()`` waits until everything emitted so far is stored;
+    ``aclose()`` until it is stored and published."""
+
+    def __init__(self, db: DatabaseThread, *, coalesce_s: float = COALESCE_SECONDS,
+                 publish_s: float = PUBLISH_SECONDS, listener: EventListener | None = None) -> None:
+        self.db = db
+        self.listener = listener
+        self.publish_s = publish_s
+        self._outbox: list[dict[str, Any]] = []
+        self._outbox_texts: list[str] = []
+        self._lineage_out: dict[str, list[str]] = {}
+        self._outbox_ready: asyncio.Event | None = None
+        self._publisher: asyncio.Task[None] | None = None
+        self.coalesce_s = coalesce_s
+        self._pending: list[PendingEvent | PendingCheckpoint] = []
+        self._queued = 0          # items ever queued (merged text deltas count once)
+        self._stored = 0          # items stored so far
+        self._urgent = False
+        self._text_since = 0.0
+        self._wake: asyncio.Event | None = None
+        self._stored_changed: asyncio.Condition | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._lineage: dict[str, list[str]] = {}
+        self._failure: BaseException | None = None
+        self.events_stored = 0
+
+    # -- the EventSink protocol ----------------------------------------------------------
+    async def emit(self, run_id: str, type: str, data: dict[str, Any]) -> None:
+        self._ensure_flusher()
+        pending = self._pending
+        if type == EventType.TEXT and pending:
+            last = pending[-1]
+            if isinstance(last, PendingEvent) and last.type == EventType.TEXT and last.run_id == run_id:
+                last.data = {"delta": last.data.get("delta", "") + str(data.get("delta", ""))}
+                return
+        pending.append(PendingEvent(run_id, str(type), data, time.time()))
+        self._queued += 1
+        if type == EventType.TEXT:
+            if not self._text_since:
+                self._text_since = time.monotonic()
+        else:
+            self._urgent = True
+        assert self._wake is not None
+        self._wake.set()
+
+    # -- checkpoints and flushing --------------------------------------------------------
+    async def store_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:
+        self._ensure_flusher()
+        self._pending.append(PendingCheckpoint(run_id, checkpoint))
+        self._queued += 1
+        self._urgent = True
+        assert self._wake is not None
+        self._wake.set()
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Return once everything queued before this call is stored (its publication follows
+        within PUBLISH_SECONDS)."""
+        if self._flusher is None:
+            return
+        target = self._queued
+        self._urgent = True
+        assert self._wake is not None and self._stored_changed is not None
+        self._wake.set()
+        async with self._stored_changed:
+            await self._stored_changed.wait_for(lambda: self._stored >= target or self._failure is not None)
+        if self._failure is not None and self._stored < target:
+            raise RuntimeError("The event log could not be written") from self._failure
+
+    async def aclose(self) -> None:
+        """Store and publish what is left, and stop the flusher."""
+        if self._flusher is None:
+            return
+        await self.flush()
+        self._flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._flusher
+        self._flusher = None
+        await self._drain_outbox()
+
+    def _ensure_flusher(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._wake = asyncio.Event()
+            self._stored_changed = asyncio.Condition()
+            self._outbox_ready = asyncio.Event()
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop(),
+                                                                   name="handoff-event-sink")
+
+    async def _flush_loop(self) -> None:
+        assert self._wake is not None and self._stored_changed is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._pending:
+                continue
+            if not self._urgent:
+                # only text waiting: give more deltas up to 50 ms to join it
+                delay = self._text_since + self.coalesce_s - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            batch, self._pending = self._pending, []
+            count = len(batch)
+            self._urgent, self._text_since = False, 0.0
+            stored = await self._persist(batch)
+            if stored is not None and stored.events:
+                self.events_stored += len(stored.events)
+                if self.listener is not None:
+                    self.listener(stored.events)
+                self._outbox.extend(stored.events)
+                self._outbox_texts.extend(stored.texts)
+                self._lineage_out.update(stored.lineage)
+                self._ensure_publisher()
+            async with self._stored_changed:
+                self._stored += count
+                self._stored_changed.notify_all()
+
+    def _ensure_publisher(self) -> None:
+        assert self._outbox_ready is not None
+        self._outbox_ready.set()
+        if self._publisher is None or self._publisher.done():
+            self._publisher = asyncio.get_running_loop().create_task(self._publish_loop(),
+                                                                     name="handoff-event-publisher")
+
+    async def _publish_loop(self) -> None:
+        """Publish stored events at once, then at most every PUBLISH_SECONDS: a busy tree
+        sends few large messages instead of one per batch to every viewer."""
+        assert self._outbox_ready is not None
+        while True:
+            await self._outbox_ready.wait()
+            self._outbox_ready.clear()
+            events, self._outbox = self._outbox, []
+            texts, self._outbox_texts = self._outbox_texts, []
+            if events:
+                await live.publish(list(live.group_messages(events, self._lineage_out, texts).items()))
+            await asyncio.sleep(self.publish_s)
+            if not self._outbox:
+                return  # idle: the next stored batch starts a new publisher at once
+
+    async def _drain_outbox(self) -> None:
+        while self._outbox or (self._publisher is not None and not self._publisher.done()):
+            if self._publisher is None or self._publisher.done():
+                self._ensure_publisher()
+            assert self._publisher is not None
+            await asyncio.shield(self._publisher)
+
+    async def _persist(self, batch: list[PendingEvent | PendingCheckpoint]) -> Any:
+        for attempt in range(1, MAX_PERSIST_ATTEMPTS + 1):
+            try:
+                return await self.db.call(persist_batch, batch, self._lineage)
+            except (TypeError, ValueError):
+                # an event carried a value JSON cannot hold (a path, a date, NaN): store its
+                # text (or null) rather than lose the event
+                for item in batch:
+                    if isinstance(item, PendingEvent):
+                        item.data = json.loads(json.dumps(item.data, default=str),
+                                               parse_constant=lambda _: None)
+                continue
+            except Exception as exc:
+                if attempt == MAX_PERSIST_ATTEMPTS:
+                    logger.exception("Giving up on %d events after %d attempts", len(batch), attempt)
+                    self._failure = exc
+                    return None
+                logger.warning("Storing events failed (attempt %d), retrying: %s", attempt, exc)
+                await asyncio.sleep(RETRY_SECONDS)
+        return None
+
+
+class DjangoCheckpointStore:
+    """Checkpoints in ``Run.checkpoint``, written in order with the run's events."""
+
+    def __init__(self, sink: DjangoEventSink) -> None:
+        self.sink = sink
+        self._latest: dict[str, Checkpoint] = {}
+
+    async def save(self, run_id: str, checkpoint: Checkpoint) -> None:
+        self._latest[run_id] = checkpoint
+        await self.sink.store_checkpoint(run_id, checkpoint)
+
+    async def load(self, run_id: str) -> Checkpoint | None:
+        if run_id in self._latest:
+            return self._latest[run_id]
+        await self.sink.flush()
+        data = await self.sink.db.call(_load_checkpoint, run_id)
+        return Checkpoint.model_validate(data) if data else None
+
+
+def _load_checkpoint(run_id: str) -> dict[str, Any] | None:
+    value = Run.objects.filter(pk=run_id).values_list("checkpoint", flat=True).first()
+    return value if isinstance(value, dict) else None
+
+
+class DjangoApprovalGate:
+    """Opens an inbox item per request key; answers from it once a person decided, else
+    parks the run (the worker is released; the decision re-enqueues the run's root)."""
+
+    def __init__(self, sink: DjangoEventSink) -> None:
+        self.sink = sink
+        self.opened: list[int] = []
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        await self.sink.flush()  # the asking run's row exists before the item points at it
+        approval, created = await self.sink.db.call(_open_approval, request)
+        if created:
+            self.opened.append(approval.pk)
+            await live.publish(live.inbox_message("approval.created", approval.as_event_data()))
+        decision = approval.to_decision()
+        if decision is not None:
+            return decision
+        if approval.status == Approval.Status.EXPIRED:
+            return ApprovalDecision(Decision.REJECT, comment="The request expired.")
+        raise RunParked(request)
+
+
+def _open_approval(request: ApprovalRequest) -> tuple[Approval, bool]:
+    return Approval.objects.select_related("decided_by").get_or_create(
+        key=request.key,
+        defaults={"run_id": request.run_id, "kind": str(request.kind), "title": request.title[:500],
+                  "payload": request.payload, "risk": request.risk})
+

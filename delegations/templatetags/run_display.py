@@ -1,0 +1,82 @@
+"""Small formatting filters for the run pages (badge tones, money, durations, ids)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from delegations import run_snapshot
+
+register = template.Library()
+
+
+@register.filter
+def state_tone(state: str | None) -> str:
+    """The badge class of a lifecycle state: ok, warn, bad, info or neutral."""
+    return run_snapshot.state_tone(state)
+
+
+@register.filter
+def status_tone(status: str | None) -> str:
+    """The badge class of a result status (SUCCESS, FAILURE, ...)."""
+    return run_snapshot.status_tone(status)
+
+
+@register.filter
+def usd(amount: Any) -> str:
+    try:
+        return run_snapshot.format_usd(float(amount))
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def seconds(value: Any) -> str:
+    try:
+        return run_snapshot.format_seconds(float(value))
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def short_id(run_id: Any) -> str:
+    return str(run_id or "")[:8]
+
+
+@register.filter
+def state_label(state: Any) -> str:
+    """AWAITING_APPROVAL -> "awaiting approval"."""
+    return str(state or "").replace("_", " ").lower()
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    return run_snapshot.pretty_json(value)
+
+
+APPROVAL_TONES = {"pending": "warn", "approved": "ok", "rejected": "bad", "answered": "info",
+                  "edited": "info", "expired": "neutral"}
+RISK_TONES = {"high": "bad", "medium": "warn"}
+
+
+@register.filter
+def approval_tone(status: Any) -> str:
+    return APPROVAL_TONES.get(str(status), "neutral")
+
+
+@register.filter
+def risk_tone(risk: Any) -> str:
+    return RISK_TONES.get(str(risk), "neutral")
+
+
+@register.filter
+def run_name(run: Any) -> str:
+    """How a run is named in links: its label, else the start of its goal, else its id."""
+    label = getattr(run, "label", "") or ""
+    if label:
+        return str(label)
+    goal = str(getattr(run, "goal", "") or "")
+    if goal:
+        return goal if len(goal) <= 40 else goal[:39] + "…"
+    return short_id(getattr(run, "pk", ""))

@@ -1,0 +1,309 @@
+"""Run pages: the run list, starting a run, the live run view and its controls.
+
+Workflows (create, cancel, message, retry, decide) live in :mod:`delegations.services`;
+these views check who may do what, call them, and redirect. A run someone may not see
+answers 404; a missing role answers 403 with what to ask for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import push_url
+
+from delegations import run_snapshot
+from delegations.forms import DecisionForm, MessageForm, RetryForm, RunFilterForm, RunStartForm
+from delegations.models import Approval, Run
+from delegations.protocol.errors import ErrorCode, ProtocolError
+from delegations.protocol.lifecycle import RunState
+from delegations.roles import can_approve, can_compose
+from delegations.services import (
+    RunError,
+    approval_decide,
+    run_cancel,
+    run_create,
+    run_retry,
+    run_send_message,
+)
+
+PAGE_SIZE = 25
+LIST_POLL_TRIGGER = "run-results"   # the id of the list section that polls itself
+START_REFUSED = ("Starting runs needs the composer role. Ask an admin to add you to the "
+                 "“composers” group; meanwhile you can watch the runs you can see.")
+DECIDE_REFUSED = ("Deciding approvals needs the approver role. Ask an admin to add you to "
+                  "the “approvers” group, or ask an approver to decide.")
+
+
+def _get_run_for_user(request: HttpRequest, run_id: str) -> Run:
+    run = (Run.objects.visible_to(request.user).select_related("owner", "parent", "root", "retry_of")
+           .filter(pk=run_id).first())
+    if run is None:
+        raise Http404(f"No run {run_id} that you can see.")
+    return run
+
+
+def _require_composer(request: HttpRequest) -> None:
+    if not can_compose(request.user):
+        raise PermissionDenied(START_REFUSED)
+
+
+def _filtered_runs(request: HttpRequest, filters: dict[str, str]) -> QuerySet[Run]:
+    runs = Run.objects.visible_to(request.user).select_related("owner")
+    if filters["state"]:
+        runs = runs.filter(state=filters["state"])
+    if filters["skill"]:
+        runs = runs.filter(Q(skill=filters["skill"]) | Q(skill__startswith=f"{filters['skill']}@"))
+    if filters["scope"] == "root":
+        runs = runs.filter(parent__isnull=True)
+    if filters["owner"] == "mine" or not request.user.is_staff:
+        runs = runs.filter(Q(owner=request.user) | Q(root__owner=request.user))
+    # a root run is its own root, so its `descendants` count includes itself
+    return runs.annotate(tree_size=Count("descendants")).order_by("-created_at", "pk")
+
+
+def _detail_url(run: Run) -> str:
+    return reverse("delegations:run_detail", args=[run.pk])
+
+
+# -- the list -----------------------------------------------------------------------------
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    filters = form.filters()
+    page = Paginator(_filtered_runs(request, filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = form.query_string()
+    page_query = form.query_string(page=page.number if page.number > 1 else "")
+    list_url = f"{reverse('delegations:runs')}{'?' + page_query if page_query else ''}"
+    context: dict[str, Any] = {
+        "form": form, "filters": filters, "page": page, "query": query,
+        "page_links": list(page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1)),
+        "filtered": bool(filters["state"] or filters["skill"]),
+        "polling": any(not run.is_terminal for run in page.object_list),
+        "can_start": can_compose(request.user), "is_staff": request.user.is_staff,
+        "poll_url": list_url,
+    }
+    if request.htmx and not request.htmx.boosted:  # type: ignore[attr-defined]
+        response = render(request, "delegations/run_list.html#results", context)
+        if request.htmx.trigger != LIST_POLL_TRIGGER:  # type: ignore[attr-defined]
+            push_url(response, list_url)
+        return response
+    return render(request, "delegations/run_list.html", context)
+
+
+# -- starting a run -----------------------------------------------------------------------
+
+def _example_value(schema: Any) -> Any:
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return {"string": "", "number": 0, "integer": 0, "boolean": False, "array": [],
+            "object": {}}.get(str(kind))
+
+
+def _skill_prefill(ref: str) -> dict[str, Any] | None:
+    """A packet to start from for a registered skill (the skills app may be absent)."""
+    try:
+        from skills.models import Skill
+    except ImportError:
+        return None
+    skill = Skill.objects.resolve(ref)
+    if skill is None:
+        return None
+    properties = (skill.input_schema or {}).get("properties") or {}
+    packet: dict[str, Any] = {"skill": skill.ref}
+    if skill.subagent_type:
+        packet["subagent_type"] = skill.subagent_type
+    packet.update({
+        "goal": f"Use {skill.name}: describe the outcome you need",
+        "instruction_set": "Follow the skill's instructions; answer with yield_control.",
+        "input_data": {name: _example_value(schema) for name, schema in properties.items()},
+        "allowed_inputs": sorted(properties),
+        "expected_output_schema": skill.output_schema or {},
+        "success_criteria": ["JSON is schema-valid"],
+        "capabilities": list(skill.capabilities or []),
+        "timeout_s": 300,
+        "budget": {"max_model_calls": 20, "max_tokens": 50000},
+    })
+    return packet
+
+
+def _initial_start_form(request: HttpRequest) -> tuple[RunStartForm, str]:
+    """An empty form, prefilled from ?skill=name@version or ?from=<run id> when given."""
+    initial: dict[str, Any] = {}
+    source = ""
+    ref = request.GET.get("skill", "").strip()
+    if ref:
+        packet = _skill_prefill(ref)
+        if packet is None:
+            messages.warning(request, f"No skill {ref} in the registry; start from a blank packet.")
+        else:
+            initial["packet"] = json.dumps(packet, indent=2)
+            source = f"skill {packet['skill']}"
+    copied_id = request.GET.get("from", "").strip()
+    if copied_id:
+        copied = _get_run_for_user(request, copied_id)
+        initial.update(packet=json.dumps(copied.packet, indent=2), adapter=copied.adapter_name,
+                       adapter_config=json.dumps(copied.adapter_config, indent=2)
+                       if copied.adapter_config else "")
+        source = f"run {copied.label or copied.pk}"
+    return RunStartForm(initial=initial), source
+
+
+def run_new(request: HttpRequest) -> HttpResponse:
+    _require_composer(request)
+    issues: list[dict[str, str]] = []
+    if request.method != "POST":
+        form, source = _initial_start_form(request)
+        return render(request, "delegations/run_new.html", {"form": form, "source": source})
+    form = RunStartForm(request.POST)
+    if form.is_valid():
+        try:
+            run = run_create(packet=form.cleaned_data["packet"], adapter=form.cleaned_data["adapter"],
+                             config=form.cleaned_data["adapter_config"], owner=request.user)
+        except ProtocolError as error:
+            issues = _start_errors(form, error)
+        else:
+            if run.state == RunState.REJECTED:
+                messages.warning(request, "The packet has lint errors, so the run was rejected; "
+                                          "its findings are below. Fix them and start it again.")
+            else:
+                messages.success(request, "Run started. This page follows it live.")
+            return redirect(_detail_url(run))
+    return render(request, "delegations/run_new.html", {"form": form, "issues": issues},
+                  status=422)
+
+
+def _start_errors(form: RunStartForm, error: ProtocolError) -> list[dict[str, str]]:
+    """Put a run_create failure on the form: every packet issue, or the adapter problem."""
+    if error.code == ErrorCode.INVALID_ADAPTER_CONFIG:
+        field = "adapter" if error.details.get("key") == "name" else "adapter_config"
+        form.add_error(field, error.message)
+        return []
+    issues = [issue.as_dict() for issue in error.issues]
+    form.add_error("packet", f"{error.message}" if not issues else
+                   f"The packet has {len(issues)} problem{'s' if len(issues) != 1 else ''}; "
+                   f"each is listed below.")
+    return issues
+
+
+# -- one run ------------------------------------------------------------------------------
+
+def _inbox_url() -> str:
+    try:
+        return reverse("delegations:inbox")
+    except NoReverseMatch:
+        return ""  # the inbox pages are not installed yet
+
+
+def _detail_context(request: HttpRequest, run: Run, **snapshot_options: Any) -> dict[str, Any]:
+    context = run_snapshot.snapshot(run, **snapshot_options)
+    context.update({
+        "can_compose": can_compose(request.user), "can_approve": can_approve(request.user),
+        "message_form": MessageForm(), "retry_form": RetryForm(),
+        "live_url": reverse("delegations:run_live", args=[run.pk]),
+        "websocket_path": f"/ws/runs/{run.pk}/", "inbox_url": _inbox_url(),
+    })
+    return context
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    return render(request, "delegations/run_detail.html", _detail_context(request, run))
+
+
+@require_GET
+def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The live view's refresh: every section re-rendered from the log, the timeline only
+    past ``after``, the streamed text only when ``streams=1``."""
+    run = _get_run_for_user(request, run_id)
+    try:
+        after = max(0, int(request.GET.get("after", "0")))
+    except ValueError:
+        after = 0
+    context = _detail_context(request, run, after=after, with_streams=request.GET.get("streams") == "1")
+    return render(request, "delegations/run_detail.html#live", context)
+
+
+@require_POST
+def run_cancel_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    try:
+        cancelled = run_cancel(run=run, reason=f"Cancelled by {request.user.get_username()} in the browser.")
+    except RunError as error:
+        messages.error(request, error.message)
+    else:
+        if cancelled.is_terminal:
+            messages.success(request, "Run cancelled, with every subagent under it.")
+        else:
+            messages.info(request, "Cancelling: the worker stops the run and its subagents within a second.")
+    return redirect(_detail_url(run))
+
+
+@require_POST
+def run_message_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    form = MessageForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(error) for error in form.errors.get("text", ["The message is not valid."])))
+        return redirect(_detail_url(run))
+    try:
+        run_send_message(run=run, text=form.cleaned_data["text"], sender=request.user)
+    except RunError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Message queued: the subagent reads it at its next turn.")
+    return redirect(_detail_url(run))
+
+
+@require_POST
+def run_retry_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    _require_composer(request)
+    form = RetryForm(request.POST)
+    fix_instructions = form.cleaned_data["fix_instructions"] if form.is_valid() else ""
+    try:
+        retried = run_retry(run=run, user=request.user, fix_instructions=fix_instructions)
+    except RunError as error:
+        messages.error(request, error.message)
+        return redirect(_detail_url(run))
+    except ProtocolError as error:
+        messages.error(request, f"The retry could not start: {error.message}")
+        return redirect(_detail_url(run))
+    messages.success(request, f"Attempt {retried.attempt} started, with what went wrong in attempt "
+                              f"{run.attempt} as its previous_failure.")
+    return redirect(_detail_url(retried))
+
+
+@require_POST
+def run_decide_view(request: HttpRequest, run_id: str, approval_id: int) -> HttpResponse:
+    """Approve or reject a pending item of this run's tree from the run page (the inbox
+    has the full set of decisions)."""
+    run = _get_run_for_user(request, run_id)
+    if not can_approve(request.user):
+        raise PermissionDenied(DECIDE_REFUSED)
+    approval = Approval.objects.filter(pk=approval_id, run__in=run.tree()).first()
+    if approval is None:
+        raise Http404(f"No approval {approval_id} in this run's tree.")
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose approve or reject.")
+        return redirect(_detail_url(run))
+    try:
+        approval_decide(approval=approval, user=request.user, decision=form.cleaned_data["decision"],
+                        comment=form.cleaned_data["comment"])
+    except RunError as error:
+        messages.error(request, error.message)
+    else:
+        done = {"approve": "approved", "reject": "rejected"}[form.cleaned_data["decision"]]
+        messages.success(request, f"Approval #{approval.pk} {done}; the run resumes.")
+    return redirect(_detail_url(run))

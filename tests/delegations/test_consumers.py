@@ -1,0 +1,180 @@
+"""/ws/runs/{id}/ and /ws/inbox/ with channels' WebsocketCommunicator."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from delegations import live
+from delegations.eventlog import PendingEvent, persist_batch
+from delegations.models import Approval, Run
+from delegations.models.runs import new_run_id
+from delegations.routing import websocket_urlpatterns
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+application = URLRouter(websocket_urlpatterns)
+
+
+def make_root(owner: Any) -> Run:
+    run_id = new_run_id()
+    return Run.objects.create(id=run_id, root_id=run_id, owner=owner, adapter_name="scripted",
+                              input_hash="0" * 64)
+
+
+def append(run_id: str, count: int, kind: str = "log") -> None:
+    persist_batch([PendingEvent(run_id, kind, {"n": i}, time.time()) for i in range(count)])
+
+
+def add_child(root: Run) -> str:
+    child_id = new_run_id()
+    persist_batch([PendingEvent(root.pk, "child", {"child_run_id": child_id, "label": "kid",
+                                                    "depth": 1, "packet": {}}, time.time())])
+    return child_id
+
+
+async def connect(user: Any, path: str) -> tuple[WebsocketCommunicator, bool, Any]:
+    communicator = WebsocketCommunicator(application, path)
+    communicator.scope["user"] = user
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+async def frames_until_synced(communicator: WebsocketCommunicator) -> list[dict[str, Any]]:
+    frames = []
+    while True:
+        frame = json.loads(await communicator.receive_from(timeout=5))
+        if frame.get("type") == "synced":
+            return frames
+        frames.append(frame)
+
+
+async def closed_with(communicator: WebsocketCommunicator) -> int:
+    message = await communicator.receive_output(timeout=5)
+    assert message["type"] == "websocket.close"
+    return int(message["code"])
+
+
+async def test_a_client_gets_the_backlog_after_n_then_live_events_without_gaps_or_doubles(
+        composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    await database_sync_to_async(append)(root.pk, 5)
+    communicator, connected, _ = await connect(composer, f"/ws/runs/{root.pk}/?after=2")
+    assert connected
+    backlog = await frames_until_synced(communicator)
+    assert [f["seq"] for f in backlog] == [3, 4, 5]
+    assert set(backlog[0]) == {"run_id", "seq", "type", "ts", "data"}
+    # live: stored and published by another thread, as a worker would
+    stored = await database_sync_to_async(persist_batch)(
+        [PendingEvent(root.pk, "log", {"n": i}, time.time()) for i in range(3)])
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    # a second copy of the same events (e.g. a backlog/live overlap) is dropped
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    live_frames = [json.loads(await communicator.receive_from(timeout=5)) for _ in range(3)]
+    assert [f["seq"] for f in live_frames] == [6, 7, 8]
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()
+
+
+async def test_watching_a_root_shows_its_descendants_events_too(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    child_id = await database_sync_to_async(add_child)(root)
+    await database_sync_to_async(append)(child_id, 2)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
+    backlog = await frames_until_synced(communicator)
+    assert [(f["run_id"], f["seq"]) for f in backlog] == [(root.pk, 1), (child_id, 1), (child_id, 2)]
+    stored = await database_sync_to_async(persist_batch)([PendingEvent(child_id, "text", {"delta": "hi"},
+                                                                       time.time())])
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    frame = json.loads(await communicator.receive_from(timeout=5))
+    assert (frame["run_id"], frame["seq"], frame["data"]) == (child_id, 3, {"delta": "hi"})
+    await communicator.disconnect()
+
+
+async def test_a_live_event_that_went_missing_is_refilled_from_the_log(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
+    await frames_until_synced(communicator)
+    stored = await database_sync_to_async(persist_batch)(
+        [PendingEvent(root.pk, "log", {"n": i}, time.time()) for i in range(4)])
+    # only the last event reaches the channel layer (the others were dropped on the way)
+    await live.publish(list(live.group_messages(stored.events[-1:], stored.lineage).items()))
+    frames = [json.loads(await communicator.receive_from(timeout=5)) for _ in range(4)]
+    assert [f["seq"] for f in frames] == [1, 2, 3, 4]
+    await communicator.disconnect()
+
+
+async def test_an_anonymous_client_is_closed_with_4401() -> None:
+    communicator, _, _ = await connect(AnonymousUser(), f"/ws/runs/{new_run_id()}/")
+    assert await closed_with(communicator) == 4401
+
+
+async def test_an_unknown_run_is_closed_with_4404(composer: Any) -> None:
+    communicator, _, _ = await connect(composer, f"/ws/runs/{new_run_id()}/")
+    assert await closed_with(communicator) == 4404
+
+
+async def test_someone_elses_run_is_closed_with_4403(composer: Any, outsider: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    communicator, _, _ = await connect(outsider, f"/ws/runs/{root.pk}/")
+    assert await closed_with(communicator) == 4403
+
+
+async def test_malformed_frames_get_an_error_frame_and_the_connection_stays_up(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?after=oops")
+    bad_after = json.loads(await communicator.receive_from(timeout=5))
+    assert bad_after["type"] == "error" and "after" in bad_after["data"]["message"]
+    await frames_until_synced(communicator)
+    for frame in ("not json", "[1, 2]", '{"no": "type"}', '{"type": "dance"}'):
+        await communicator.send_to(text_data=frame)
+        reply = json.loads(await communicator.receive_from(timeout=5))
+        assert reply["type"] == "error" and reply["data"]["message"]
+    await communicator.send_to(bytes_data=b"\x00\x01")
+    assert json.loads(await communicator.receive_from(timeout=5))["type"] == "error"
+    await communicator.send_json_to({"type": "ping"})
+    assert json.loads(await communicator.receive_from(timeout=5)) == {"type": "pong"}
+    await communicator.disconnect()
+
+
+async def test_approvers_hear_of_new_and_decided_inbox_items(approver: Any, composer: Any) -> None:
+    communicator, connected, _ = await connect(approver, "/ws/inbox/")
+    assert connected
+    assert json.loads(await communicator.receive_from(timeout=5)) == {"type": "inbox.synced", "pending": 0}
+    root = await database_sync_to_async(make_root)(composer)
+    approval = await database_sync_to_async(Approval.objects.create)(
+        run=root, key=f"{root.pk}:capability:x", kind="capability", title="Delete a file?")
+    await live.publish(live.inbox_message("approval.created", approval.as_event_data()))
+    frame = json.loads(await communicator.receive_from(timeout=5))
+    assert frame["type"] == "approval.created" and frame["approval"]["id"] == approval.pk
+    await communicator.disconnect()
+
+
+async def test_the_inbox_socket_is_for_approvers_only(composer: Any) -> None:
+    communicator, _, _ = await connect(composer, "/ws/inbox/")
+    assert await closed_with(communicator) == 4403
+    anonymous, _, _ = await connect(AnonymousUser(), "/ws/inbox/")
+    assert await closed_with(anonymous) == 4401
+
+
+
+async def test_batch_mode_packs_the_events_of_one_publication_into_one_frame(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    await database_sync_to_async(append)(root.pk, 3)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?batch=1")
+    backlog = json.loads(await communicator.receive_from(timeout=5))
+    assert isinstance(backlog, list) and [e["seq"] for e in backlog] == [1, 2, 3]
+    assert json.loads(await communicator.receive_from(timeout=5))["type"] == "synced"
+    stored = await database_sync_to_async(persist_batch)(
+        [PendingEvent(root.pk, "log", {"n": i}, time.time()) for i in range(2)])
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    frame = json.loads(await communicator.receive_from(timeout=5))
+    assert [e["seq"] for e in frame] == [4, 5]
+    await communicator.disconnect()

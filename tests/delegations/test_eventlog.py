@@ -1,0 +1,204 @@
+"""The event log and the runner's database-backed sink (numbering, coalescing, child rows)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import close_old_connections
+
+from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
+from delegations.models import Run, RunEvent
+from delegations.models.runs import new_run_id
+from delegations.protocol.checkpoints import Checkpoint
+from delegations.sink import DatabaseThread, DjangoCheckpointStore, DjangoEventSink
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def make_root(**fields: Any) -> Run:
+    run_id = new_run_id()
+    return Run.objects.create(id=run_id, root_id=run_id, adapter_name="scripted",
+                              input_hash="0" * 64, **fields)
+
+
+def child_event(parent: Run, label: str = "kid") -> PendingEvent:
+    child_id = new_run_id()
+    return PendingEvent(parent.pk, "child", {
+        "child_run_id": child_id, "label": label, "depth": parent.depth + 1,
+        "session_key": f"agent:main:subagent:{child_id}",
+        "packet": {"goal": "find part", "subagent_type": "researcher"},
+        "budget": {"max_model_calls": 3}, "capabilities": ["fs_read"]}, time.time())
+
+
+def seqs(run: Run) -> list[int]:
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+
+
+def test_events_stay_gapless_when_many_writers_append_to_one_tree_at_once() -> None:
+    root = make_root()
+    batch = persist_batch([child_event(root)])
+    child_id = batch.events[0]["data"]["child_run_id"]
+    errors: list[BaseException] = []
+
+    def writer(number: int) -> None:
+        try:
+            for index in range(15):
+                persist_batch([PendingEvent(root.pk, "log", {"writer": number, "i": index}, time.time()),
+                               PendingEvent(child_id, "log", {"writer": number, "i": index}, time.time())])
+        except BaseException as exc:  # reported below: a thread's failure must fail the test
+            errors.append(exc)
+        finally:
+            close_old_connections()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    root.refresh_from_db()
+    assert seqs(root) == list(range(1, 6 * 15 + 2))
+    assert root.last_seq == 6 * 15 + 1
+    assert seqs(Run.objects.get(pk=child_id)) == list(range(1, 6 * 15 + 1))
+
+
+def test_a_child_event_creates_the_child_run_with_its_place_in_the_tree() -> None:
+    root = make_root(owner=None, label="coordinator")
+    event = child_event(root, label="scout")
+    stored = persist_batch([event, PendingEvent(event.data["child_run_id"], "state",
+                                                {"state": "PENDING", "previous": None}, time.time())])
+    child = Run.objects.get(pk=event.data["child_run_id"])
+    assert (child.parent_id, child.root_id, child.depth) == (root.pk, root.pk, 1)
+    assert child.label == "scout" and child.session_key.startswith("agent:main:subagent:")
+    assert child.budget == {"max_model_calls": 3} and child.capabilities == ["fs_read"]
+    assert len(child.input_hash) == 64 and child.goal == "find part"
+    assert stored.lineage[child.pk] == [root.pk]
+    assert [e["seq"] for e in stored.events] == [1, 1]
+
+
+def test_state_events_move_the_run_row_and_stamp_its_times() -> None:
+    root = make_root()
+    now = time.time()
+    persist_batch([PendingEvent(root.pk, "state", {"state": s, "previous": None}, now)
+                   for s in ("PENDING", "ACCEPTED", "WORKING")])
+    root.refresh_from_db()
+    assert root.state == "WORKING" and root.started_at is not None and root.finished_at is None
+    persist_batch([PendingEvent(root.pk, "result", {"state": "COMPLETE", "result": {"status": "SUCCESS"},
+                                                     "criteria_report": {"all_met": True},
+                                                     "usage": {"model_calls": 1}}, now)])
+    root.refresh_from_db()
+    assert root.state == "COMPLETE" and root.finished_at is not None
+    assert root.result == {"status": "SUCCESS"} and root.criteria_report == {"all_met": True}
+
+
+def test_an_illegal_state_change_is_logged_but_not_applied_to_the_row() -> None:
+    root = make_root(state="CANCELLED")
+    persist_batch([PendingEvent(root.pk, "state", {"state": "WORKING"}, time.time())])
+    root.refresh_from_db()
+    assert root.state == "CANCELLED"
+    assert seqs(root) == [1]  # the event log still records what the runner said
+
+
+def test_model_calls_are_charged_to_the_run_and_every_ancestor() -> None:
+    root = make_root()
+    event = child_event(root)
+    persist_batch([event, PendingEvent(event.data["child_run_id"], "model_call",
+                                       {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.5},
+                                       time.time())])
+    root.refresh_from_db()
+    child = Run.objects.get(pk=event.data["child_run_id"])
+    for run in (root, child):
+        assert run.usage["model_calls"] == 1
+        assert run.usage["total_tokens"] == 15 and run.usage["cost_usd"] == 0.5
+
+
+async def _emit_text(sink: DjangoEventSink, run_id: str, deltas: list[str]) -> None:
+    for delta in deltas:
+        await sink.emit(run_id, "text", {"delta": delta})
+    await sink.emit(run_id, "state", {"state": "PENDING", "previous": None})
+    await sink.aclose()
+
+
+def test_the_sink_merges_text_deltas_that_arrive_together_without_losing_a_character() -> None:
+    root = make_root()
+    deltas = [f"w{i} " for i in range(200)]
+    db = DatabaseThread()
+    try:
+        asyncio.run(_emit_text(DjangoEventSink(db), root.pk, deltas))
+    finally:
+        db.close()
+    events = list(RunEvent.objects.filter(run=root).order_by("seq"))
+    texts = [e for e in events if e.type == "text"]
+    assert len(texts) < 5
+    assert "".join(e.data["delta"] for e in texts) == "".join(deltas)
+    assert events[-1].type == "state"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def _slow_text(sink: DjangoEventSink, run_id: str) -> None:
+    for index in range(6):
+        await sink.emit(run_id, "text", {"delta": str(index)})
+        await asyncio.sleep(0.03)
+    await sink.aclose()
+
+
+def test_text_is_written_at_least_every_fifty_milliseconds_while_it_streams() -> None:
+    root = make_root()
+    db = DatabaseThread()
+    try:
+        asyncio.run(_slow_text(DjangoEventSink(db), root.pk))
+    finally:
+        db.close()
+    texts = list(RunEvent.objects.filter(run=root, type="text").values_list("data", flat=True))
+    assert len(texts) >= 2  # 180 ms of streaming is not held back as one event
+    assert "".join(t["delta"] for t in texts) == "012345"
+
+
+async def _checkpoint_roundtrip(db: DatabaseThread, run_id: str) -> Checkpoint | None:
+    sink = DjangoEventSink(db)
+    store = DjangoCheckpointStore(sink)
+    await sink.emit(run_id, "log", {"message": "before"})
+    await store.save(run_id, Checkpoint(run_id=run_id, root_run_id=run_id, iteration=3))
+    fresh = DjangoCheckpointStore(sink)
+    loaded = await fresh.load(run_id)
+    await sink.aclose()
+    return loaded
+
+
+def test_a_saved_checkpoint_is_stored_with_the_events_before_it_and_loads_back() -> None:
+    root = make_root()
+    db = DatabaseThread()
+    try:
+        loaded = asyncio.run(_checkpoint_roundtrip(db, root.pk))
+    finally:
+        db.close()
+    assert loaded is not None and loaded.iteration == 3
+    root.refresh_from_db()
+    assert root.checkpoint["iteration"] == 3 and seqs(root) == [1]
+
+
+def test_a_checkpoint_for_an_unknown_run_is_dropped_not_raised() -> None:
+    stored = persist_batch([PendingCheckpoint("f" * 32, Checkpoint(run_id="x", root_run_id="x"))])
+    assert stored.events == []
+
+
+async def _emit_odd_value(sink: DjangoEventSink, run_id: str) -> None:
+    await sink.emit(run_id, "log", {"path": Path("/tmp/x"), "when": date(2026, 1, 2),
+                                    "ratio": float("nan")})
+    await sink.aclose()
+
+
+def test_an_event_value_json_cannot_hold_is_stored_as_text_not_lost() -> None:
+    root = make_root()
+    db = DatabaseThread()
+    try:
+        asyncio.run(_emit_odd_value(DjangoEventSink(db), root.pk))
+    finally:
+        db.close()
+    assert RunEvent.objects.get(run=root).data == {"path": "/tmp/x", "when": "2026-01-02", "ratio": None}
