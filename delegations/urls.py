@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import account, dashboard, runs
+from .views import account, dashboard, inbox, runs
 
 app_name = "delegations"
 
@@ -20,4 +20,7 @@ urlpatterns = [
     path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run_retry"),
     path("runs/<str:run_id>/approvals/<int:approval_id>/decision/", runs.run_decide_view,
          name="run_decide"),
+    # the approval inbox
+    path("inbox/", inbox.inbox, name="inbox"),
+    path("inbox/<int:approval_id>/decision/", inbox.inbox_decide, name="inbox_decide"),
 ]

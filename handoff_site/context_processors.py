@@ -16,11 +16,9 @@ NAVIGATION = [
 
 
 def _pending_approvals(request: HttpRequest) -> int:
-    try:
-        from delegations.models import Approval  # type: ignore[attr-defined]
-    except ImportError:
-        return 0
-    return int(Approval.objects.pending().count())
+    from delegations.models import Approval
+
+    return int(Approval.objects.pending().visible_to(request.user).count())
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+/* Live pending count in the nav: follows /ws/inbox/ and keeps #inbox-count current.
+ *
+ * Without this script the badge shows the count rendered with the page. With it:
+ *  - `inbox.synced` (sent on every connect) sets the count;
+ *  - `approval.created` adds one, `approval.decided` (a decision or an expiry) takes one off;
+ *  - a page with #inbox-stale (the inbox) reveals it when the count changes, so its
+ *    list can be reloaded;
+ *  - the socket reconnects with backoff; closes 4401/4403/4404 are final and silent
+ *    (signed out, or not an approver): the server-rendered count stays.
+ */
+(function () {
+  "use strict";
+
+  var badge = document.getElementById("inbox-count");
+  if (!badge || !("WebSocket" in window)) return;
+
+  var SOCKET_PATH = "/ws/inbox/";
+  var FINAL_CLOSES = { 4401: true, 4403: true, 4404: true };
+  var MAX_BACKOFF_MS = 30000;
+  var PING_EVERY_MS = 25000;
+
+  var count = parseInt(badge.dataset.count, 10) || 0;
+  var shownCount = count;    // what the page was rendered with
+  var attempts = 0;
+  var pingTimer = null;
+
+  function show(next) {
+    count = Math.max(0, next);
+    badge.textContent = String(count);
+    badge.dataset.count = String(count);
+    badge.setAttribute("aria-label", count + " pending");
+    var stale = document.getElementById("inbox-stale");
+    if (stale && count !== shownCount) stale.hidden = false;
+  }
+
+  function handle(frame) {
+    if (!frame || typeof frame.type !== "string") return;
+    if (frame.type === "inbox.synced" && typeof frame.pending === "number") {
+      attempts = 0;
+      show(frame.pending);
+    } else if (frame.type === "approval.created") {
+      show(count + 1);
+    } else if (frame.type === "approval.decided") {
+      show(count - 1);
+    }
+  }
+
+  function connect() {
+    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + window.location.host + SOCKET_PATH);
+    socket.onmessage = function (event) {
+      try { handle(JSON.parse(event.data)); } catch (error) { /* not JSON: ignore the frame */ }
+    };
+    socket.onopen = function () {
+      pingTimer = window.setInterval(function () {
+        if (socket.readyState === WebSocket.OPEN) socket.send('{"type":"ping"}');
+      }, PING_EVERY_MS);
+    };
+    socket.onclose = function (event) {
+      window.clearInterval(pingTimer);
+      if (FINAL_CLOSES[event.code]) return;
+      // 1 s, 2 s, 4 s ... up to 30 s, with jitter so many tabs do not reconnect together
+      var delay = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(2, attempts));
+      attempts += 1;
+      window.setTimeout(connect, delay * (0.75 + Math.random() * 0.5));
+    };
+  }
+
+  connect();
+})();

@@ -1,0 +1,142 @@
+"""The approval inbox without a browser: what waits, what was decided, deciding from it,
+who may decide, and the nav's pending count."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from delegations.models import Approval, Run
+from tests.delegations.test_run_pages import make_run
+
+pytestmark = pytest.mark.django_db
+
+
+def ask(run: Run, title: str, *, kind: str = "capability", **fields: Any) -> Approval:
+    return Approval.objects.create(run=run, key=f"{run.pk}:{kind}:{title}", kind=kind, title=title,
+                                   **fields)
+
+
+def decided(run: Run, title: str, user: Any, *, status: str = "approved", **fields: Any) -> Approval:
+    decision = {"approved": "approve", "rejected": "reject", "answered": "answer"}[status]
+    return ask(run, title, status=status, decision=decision, decided_by=user,
+               decided_at=timezone.now(), **fields)
+
+
+def section(html: str, element_id: str) -> str:
+    match = re.search(rf'<section[^>]*id="{element_id}".*?</section>', html, re.S)
+    assert match, f"no section #{element_id}"
+    return match.group(0)
+
+
+def inbox(client: Any) -> str:
+    response = client.get("/inbox/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def decide(client: Any, approval: Approval, **data: str) -> Any:
+    return client.post(f"/inbox/{approval.pk}/decision/", data, follow=True)
+
+
+def test_the_inbox_lists_pending_items_with_their_run_and_what_they_ask(approver_client, approver):
+    run = make_run(approver, state="AWAITING_APPROVAL", label="cleanup")
+    ask(run, "Delete stale.txt", risk="high", payload={"tool": "delete_file", "arguments": {"path": "stale.txt"}})
+    pending = section(inbox(approver_client), "inbox-pending")
+    assert "Delete stale.txt" in pending and "risk high" in pending and "capability" in pending
+    assert f'href="/runs/{run.pk}/"' in pending and "cleanup" in pending
+    assert "&quot;path&quot;: &quot;stale.txt&quot;" in pending   # indented JSON, escaped
+
+
+def test_the_history_shows_the_last_twenty_decisions_and_not_pending_ones(approver_client, approver):
+    run = make_run(approver, state="WORKING")
+    for number in range(22):
+        decided(run, f"old item {number:02}", approver)
+    decided(run, "Spend more", approver, status="rejected", comment="Too expensive")
+    ask(run, "Still waiting")
+    history = section(inbox(approver_client), "inbox-history")
+    assert history.count("<tr data-approval-id") == 20
+    assert "Spend more" in history and "Too expensive" in history and "rejected" in history
+    assert "Still waiting" not in history
+
+
+def test_an_empty_inbox_says_what_would_appear_here(approver_client):
+    page = inbox(approver_client)
+    assert "Nothing waits for a decision" in section(page, "inbox-pending")
+    assert "No decisions yet" in section(page, "inbox-history")
+
+
+def test_an_approver_approves_from_the_inbox_and_comes_back_to_it(approver_client, approver, queued_tasks):
+    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    response = decide(approver_client, approval, decision="approve")
+    assert response.redirect_chain == [("/inbox/", 302)]
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.decided_by == approver
+    assert f"#{approval.pk} approved" in response.content.decode()
+    assert "Delete stale.txt" in section(response.content.decode(), "inbox-history")
+
+
+def test_an_approver_rejects_with_a_reason(approver_client, approver, queued_tasks):
+    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    decide(approver_client, approval, decision="reject", comment="Keep it, it is still used")
+    approval.refresh_from_db()
+    assert approval.status == "rejected" and approval.comment == "Keep it, it is still used"
+
+
+def test_a_rejection_without_a_reason_is_refused_with_what_to_do(approver_client, approver):
+    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    response = decide(approver_client, approval, decision="reject", comment="  ")
+    assert "A rejection needs a comment" in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.is_pending
+
+
+def test_a_clarification_is_answered_from_the_inbox(approver_client, approver, queued_tasks):
+    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Which currency?", kind="clarification")
+    pending = section(inbox(approver_client), "inbox-pending")
+    assert 'name="answer"' in pending and 'value="approve"' not in pending
+    decide(approver_client, approval, decision="answer", answer="EUR")
+    approval.refresh_from_db()
+    assert approval.status == "answered" and approval.answer == "EUR"
+
+
+def test_a_decided_item_cannot_be_decided_again(approver_client, approver):
+    approval = decided(make_run(approver, state="WORKING"), "Delete stale.txt", approver)
+    response = decide(approver_client, approval, decision="reject", comment="changed my mind")
+    assert "already approved" in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "approved"
+
+
+def test_a_run_owner_without_the_approver_role_sees_the_item_but_cannot_decide(composer_client, composer):
+    approval = ask(make_run(composer, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    page = inbox(composer_client)
+    assert "Delete stale.txt" in section(page, "inbox-pending")
+    assert 'name="decision"' not in page and "needs the approver role" in page
+    response = composer_client.post(f"/inbox/{approval.pk}/decision/", {"decision": "approve"})
+    assert response.status_code == 403
+    approval.refresh_from_db()
+    assert approval.is_pending
+
+
+def test_other_peoples_items_stay_out_of_a_non_approvers_inbox(outsider_client, composer):
+    ask(make_run(composer, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    assert "Delete stale.txt" not in inbox(outsider_client)
+
+
+def test_deciding_only_accepts_post(approver_client, approver):
+    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    assert approver_client.get(f"/inbox/{approval.pk}/decision/").status_code == 405
+
+
+def test_the_nav_links_the_inbox_with_the_pending_count_and_its_live_script(approver_client, approver):
+    run = make_run(approver, state="AWAITING_APPROVAL")
+    ask(run, "one")
+    ask(run, "two")
+    decided(run, "three", approver)
+    page = approver_client.get("/").content.decode()
+    assert re.search(r'<a href="/inbox/"[^>]*>Inbox <span class="count" id="inbox-count" data-count="2"[^>]*>2</span>', page)
+    assert "js/inbox_count.js" in page
