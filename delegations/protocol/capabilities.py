@@ -129,22 +129,60 @@ def _refuse(message: str, **details: Any) -> ProtocolError:
     return ProtocolError(ErrorCode.CONSTRAINT_VIOLATION, message, details=details)
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _b64encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    # what base64.urlsafe_b64encode does, without its two Python-level calls
+    return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def _b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+_BLOCK = 64   # SHA-256 block size
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+_PADDED: dict[bytes, tuple[Any, Any]] = {}
+
+
+def _padded(key: bytes) -> tuple[Any, Any]:
+    """SHA-256 states with the inner and outer padded key already absorbed (RFC 2104).
+
+    Computed once per key: every token issued or checked then costs two hash copies and
+    two short updates instead of setting up a new HMAC (which OpenSSL 3 makes costly).
+    """
+    key = bytes(key)
+    found = _PADDED.get(key)
+    if found is None:
+        block = hashlib.sha256(key).digest() if len(key) > _BLOCK else key
+        block = block.ljust(_BLOCK, b"\0")
+        found = (hashlib.sha256(block.translate(_IPAD)), hashlib.sha256(block.translate(_OPAD)))
+        if len(_PADDED) >= 16:   # a handful of keys per process; never grows without bound
+            _PADDED.clear()
+        _PADDED[key] = found
+    return found
+
+
 def _signature(key: bytes, signed_part: str) -> str:
-    return _b64encode(hmac.new(key, signed_part.encode("ascii"), hashlib.sha256).digest())
+    """base64url(HMAC-SHA256(key, signed_part)): the same bytes as ``hmac.digest``."""
+    inner_start, outer_start = _padded(key)
+    inner = inner_start.copy()
+    inner.update(signed_part.encode("ascii"))
+    outer = outer_start.copy()
+    outer.update(inner.digest())
+    return _b64encode(outer.digest())
 
 
 def _check_key(key: bytes) -> None:
     if not isinstance(key, bytes | bytearray) or not key:
         raise _refuse("The capability token key is empty or not bytes; configure a secret "
                       "token key (RunnerSettings.token_key) before issuing or checking tokens.")
+
+
+# one encoder for every token: json.dumps with these options builds a new one per call
+_CLAIMS_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=True)
 
 
 def issue_token(key: bytes, *, run_id: str, capabilities: Iterable[str], expires_at: float,
@@ -165,7 +203,7 @@ def issue_token(key: bytes, *, run_id: str, capabilities: Iterable[str], expires
     }
     if parent_run_id is not None:
         claims["parent"] = parent_run_id
-    claims_json = json.dumps(claims, separators=(",", ":"), sort_keys=True, ensure_ascii=True)
+    claims_json = _CLAIMS_JSON.encode(claims)
     payload = _b64encode(claims_json.encode("ascii"))
     return f"{payload}.{_signature(key, payload)}"
 

@@ -64,6 +64,9 @@ class Checkpoint(BaseModel):
     soft_gated: list[str] = Field(default_factory=list)     # budget axes already put to a person
     inbox: list[str] = Field(default_factory=list)          # messages not yet delivered
     clarifications: int = 0
+    # approval keys whose request was already emitted (tool_call, approval, AWAITING_APPROVAL):
+    # on resume the runner asks the gate for them without announcing them again
+    approvals_asked: list[str] = Field(default_factory=list)
     elapsed_s: float = 0.0                                  # active (not parked) run time
     timeout_s: float | None = None
     parked: dict[str, Any] | None = None                    # the open ApprovalRequest, if any

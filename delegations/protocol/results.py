@@ -54,6 +54,7 @@ given, with a message naming the field and what was expected.
 from __future__ import annotations
 
 import json
+import math
 import re
 from enum import StrEnum
 from functools import lru_cache
@@ -878,8 +879,63 @@ def parse_result_text(text: str) -> ResponsePackage:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+class _NotPlain(Exception):
+    """The value needs json's conversions (or is refused by them): see _plain_copy."""
+
+
+_MAX_PLAIN_DEPTH = 64
+_MAX_PLAIN_INT_BITS = 14_000   # below the 4300-digit limit of int -> str conversion
+
+
+def _plain_copy(value: object, depth: int = 0) -> object:
+    """A copy of plain JSON data built from exact dict/list/str/int/float/bool/None only.
+
+    Gives what ``json.loads(json.dumps(value))`` gives for such data (finite floats and
+    ints round-trip exactly, keys keep their order) without the text in between; raises
+    _NotPlain for anything else (tuples, non-string keys, subclasses, NaN, lone
+    surrogates, huge ints, deep nesting) so the caller falls back to json and its exact
+    behaviour.
+    """
+    if isinstance(value, str) and type(value) is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _NotPlain from None
+        return value
+    kind = type(value)
+    if kind is bool or value is None:
+        return value
+    if kind is int:
+        if value.bit_length() > _MAX_PLAIN_INT_BITS:  # type: ignore[attr-defined]
+            raise _NotPlain
+        return value
+    if isinstance(value, float) and kind is float:
+        if not math.isfinite(value):
+            raise _NotPlain
+        return value
+    if depth > _MAX_PLAIN_DEPTH:
+        raise _NotPlain
+    if isinstance(value, dict) and kind is dict:
+        copy: dict[str, object] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            if not key.isascii():
+                _plain_copy(key)
+            copy[key] = _plain_copy(item, depth + 1)
+        return copy
+    if isinstance(value, list) and kind is list:
+        return [_plain_copy(item, depth + 1) for item in value]
+    raise _NotPlain
+
+
 def _json_clean(data: object) -> object:
     """A JSON-only copy: no NaN/Infinity, no lone surrogates, no non-JSON objects."""
+    try:
+        return _plain_copy(data)
+    except _NotPlain:
+        pass
     text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     text.encode("utf-8")
     return json.loads(text)

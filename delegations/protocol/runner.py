@@ -256,12 +256,14 @@ class _Run:
         "adapter_config",
         "adapter_name",
         "answered",
+        "asked",
         "budget",
         "budget_dict",
         "can_delegate",
         "cancel_reason",
         "capabilities",
         "ceiling",
+        "checkpoint_base",
         "child_runs",
         "children",
         "clarifications",
@@ -275,6 +277,7 @@ class _Run:
         "inbox",
         "iteration",
         "label",
+        "lane",
         "max_depth",
         "max_iterations",
         "messages",
@@ -294,7 +297,6 @@ class _Run:
         "retries",
         "root_id",
         "run_id",
-        "semaphore",
         "session_key",
         "skill",
         "soft_gated",
@@ -329,6 +331,9 @@ class _Run:
         self.usage = Usage()
         self.budget: Budget = Budget.unlimited()
         self.budget_dict: dict[str, Any] | None = None
+        self.checkpoint_base: dict[str, Any] | None = None
+        # keys of approval requests already put to the gate (events emitted), across resumes
+        self.asked: set[str] = set()
         self.capabilities: list[str] = []
         self.ceiling: list[str] | None = None
         self.token = ""
@@ -346,7 +351,8 @@ class _Run:
         self.children: dict[str, str] = {}
         self.child_runs: dict[str, _Run] = {}
         self.spawned = 0
-        self.semaphore: asyncio.Semaphore | None = None
+        # the parent's concurrency lane this run waits for (None: no contention possible)
+        self.lane: asyncio.Semaphore | None = None
         self.correction_used = False
         self.retries = 0
         self.soft_gated: set[str] = set()
@@ -536,12 +542,12 @@ class Runner:
 
     async def _drive(self, run: _Run) -> RunOutcome:
         """The whole life of one run; returns its outcome and never raises an Exception."""
-        semaphore = run.parent.semaphore if run.parent is not None else None
+        lane = run.lane
         try:
-            if semaphore is None:
+            if lane is None:
                 await self._live(run)
             else:
-                async with semaphore:
+                async with lane:
                     await self._live(run)
         except asyncio.CancelledError:
             # cancelled before it started working (waiting for a concurrency slot)
@@ -657,8 +663,7 @@ class Runner:
         run.max_iterations = packet.max_iterations if limit is None else min(packet.max_iterations, limit)
         run.timeout_s = packet.timeout_s or run.budget.max_runtime_s or self.settings.default_timeout_s
         run.can_delegate = (run.depth == 0 or packet.allow_nested) and run.depth < run.max_depth
-        concurrency = run.budget.max_concurrency or self.settings.max_concurrency
-        run.semaphore = asyncio.Semaphore(max(1, concurrency))
+        run.checkpoint_base = None
         await self._set_state(run, RunState.ACCEPTED,
                               {"findings": [f.as_dict() for f in findings]} if findings else None)
         run.messages = self._initial_messages(run)
@@ -675,9 +680,6 @@ class Runner:
             deadline = min(deadline, run.parent.deadline)
         run.deadline = deadline
         self._issue_token(run)
-        if run.semaphore is None:
-            concurrency = run.budget.max_concurrency or self.settings.max_concurrency
-            run.semaphore = asyncio.Semaphore(max(1, concurrency))
 
     def _issue_token(self, run: _Run) -> None:
         loop_left = run.deadline - asyncio.get_running_loop().time()
@@ -690,6 +692,10 @@ class Runner:
 
     async def _reenter(self, run: _Run) -> None:
         if run.state is RunState.AWAITING_APPROVAL:
+            if run.asked:
+                # parked on its own question: the state changes once the gate answers it
+                # (_ask), not before, so a decision still pending leaves no trace
+                return
             await self._set_state(run, RunState.WORKING, {"resumed": True})
         else:
             await self._emit(run.run_id, _LOG, {
@@ -736,6 +742,10 @@ class Runner:
     async def _work(self, run: _Run) -> None:
         while True:
             if run.pending_calls is None:
+                if run.state is RunState.AWAITING_APPROVAL:
+                    # resumed, and the turn that asked did not ask again: working anyway
+                    run.asked.clear()
+                    await self._set_state(run, RunState.WORKING, {"resumed": True})
                 if run.iteration >= run.max_iterations:
                     raise ProtocolError(
                         ErrorCode.RESOURCE_EXHAUSTED,
@@ -905,7 +915,9 @@ class Runner:
             await self._delegate(run, delegations)
 
     async def _run_tool(self, run: _Run, call: ToolCall) -> None:
-        await self._emit(run.run_id, _TOOL_CALL, {"id": call.id, "name": call.name, "arguments": call.arguments})
+        if not run.asked or not self._waits_for_approval(run, call):
+            await self._emit(run.run_id, _TOOL_CALL, {"id": call.id, "name": call.name,
+                                                      "arguments": call.arguments})
         scope_error = False
         try:
             result = await self._tool(run, call)
@@ -925,6 +937,12 @@ class Runner:
         await self._emit(run.run_id, _TOOL_RESULT, {"id": call.id, **record})
         if scope_error:
             await self._emit(run.run_id, _ERROR, {**record["error"], "tool": call.name, "call_id": call.id})
+
+    @staticmethod
+    def _waits_for_approval(run: _Run, call: ToolCall) -> bool:
+        """Whether ``call`` was announced before a resume and waits for a person's decision."""
+        return (f"{run.run_id}:{ApprovalKind.CAPABILITY.value}:{call.id}" in run.asked
+                or f"{run.run_id}:{ApprovalKind.CAPABILITY_REQUEST.value}:{call.id}" in run.asked)
 
     async def _tool(self, run: _Run, call: ToolCall) -> dict[str, Any]:
         if call.name == REQUEST_CAPABILITY:
@@ -989,14 +1007,24 @@ class Runner:
 
     async def _ask(self, run: _Run, kind: ApprovalKind, step: str, title: str,
                    payload: dict[str, Any], risk: str) -> ApprovalDecision:
-        request = ApprovalRequest(key=f"{run.run_id}:{kind.value}:{step}", run_id=run.run_id,
-                                  kind=kind, title=title, payload=payload, risk=risk)
-        await self._emit(run.run_id, _APPROVAL, {"key": request.key, "kind": kind.value, "title": title,
-                                                 "payload": payload, "risk": risk})
-        if run.state is RunState.WORKING:
-            await self._set_state(run, RunState.AWAITING_APPROVAL, {"approval": request.key})
+        key = f"{run.run_id}:{kind.value}:{step}"
+        request = ApprovalRequest(key=key, run_id=run.run_id, kind=kind, title=title, payload=payload,
+                                  risk=risk)
+        resumed = key in run.asked
+        if not resumed:
+            await self._emit(run.run_id, _APPROVAL, {"key": key, "kind": kind.value, "title": title,
+                                                     "payload": payload, "risk": risk})
+            if run.state is RunState.WORKING:
+                await self._set_state(run, RunState.AWAITING_APPROVAL, {"approval": key})
+            run.asked.add(key)
+            # recorded before waiting: a worker that dies while the gate decides resumes
+            # without announcing the question a second time
+            await self._save(run)
+        # asked before a resume: the gate answers from what was decided meanwhile (or parks
+        # the run again, which then leaves no event at all)
         decision = await self.gate.decide(request)
-        await self._set_state(run, RunState.WORKING)
+        run.asked.discard(key)
+        await self._set_state(run, RunState.WORKING, {"resumed": True} if resumed else None)
         await self._emit(run.run_id, _APPROVAL, {
             "key": request.key, "kind": kind.value, "title": title,
             "decision": decision.decision.value, "comment": decision.comment,
@@ -1040,6 +1068,12 @@ class Runner:
         await self._save(run)
         if not started:
             return
+        limit = max(1, run.budget.max_concurrency or self.settings.max_concurrency)
+        if len(started) > limit:
+            # one lane per turn: a turn's children all end before the next turn starts
+            lane = asyncio.Semaphore(limit)
+            for _, child in started:
+                child.lane = lane
         tasks = [self._start_child(child) for _, child in started]
         outcomes = (await asyncio.gather(*tasks, return_exceptions=True)
                     if not all(task.done() for task in tasks) else [_task_outcome(task) for task in tasks])
@@ -1428,33 +1462,43 @@ class Runner:
 
     async def _save(self, run: _Run, *, parked: ApprovalRequest | None = None,
                     outcome: dict[str, Any] | None = None) -> None:
+        base = run.checkpoint_base
+        if base is None:
+            base = run.checkpoint_base = self._checkpoint_base(run)
         export = getattr(run.adapter, "export_state", None)
-        if run.adapter_config is None:
-            run.adapter_config = run.adapter.public_config()
         checkpoint = Checkpoint.trusted({
-            "run_id": run.run_id, "parent_run_id": run.parent.run_id if run.parent is not None else None,
-            "root_run_id": run.root_id, "depth": run.depth, "label": run.label,
-            "session_key": run.session_key, "workspace": run.workspace_text,
+            **base,
             "packet": self._packet_dict(run) if run.packet is not None else {},
-            "adapter_name": run.adapter_name, "adapter_config": run.adapter_config,
             "adapter_state": export() if callable(export) else {},
             "messages": list(run.messages), "usage": run.usage.as_dict(), "iteration": run.iteration,
-            "max_iterations": run.max_iterations, "max_depth": run.max_depth,
-            "can_delegate": run.can_delegate,
             "state": run.state.value if run.state is not None else RunState.PENDING.value,
             "pending_text": run.pending_text if run.pending_calls is not None else None,
             "pending_tool_calls": list(run.pending_dicts), "pending_finish": run.pending_finish,
             "completed": dict(run.completed), "children": dict(run.children),
-            "capabilities": list(run.capabilities), "capability_ceiling": run.ceiling,
-            "capability_token": run.token, "budget": _budget_dict(run),
+            "capabilities": list(run.capabilities), "capability_token": run.token,
             "correction_used": run.correction_used, "retries": run.retries,
             "soft_gated": sorted(run.soft_gated), "inbox": list(run.inbox),
             "clarifications": run.clarifications,
+            "approvals_asked": sorted(run.asked),
             "elapsed_s": run.elapsed_before + (asyncio.get_running_loop().time() - run.started_at
                                                if run.started_at else 0.0),
-            "timeout_s": run.timeout_s, "parked": _request_dict(parked) if parked is not None else None,
-            "outcome": outcome, "created_at": run.created_at, "updated_at": time.time()})
+            "parked": _request_dict(parked) if parked is not None else None,
+            "outcome": outcome, "updated_at": time.time()})
         await self.checkpoints.save(run.run_id, checkpoint)
+
+    def _checkpoint_base(self, run: _Run) -> dict[str, Any]:
+        """The checkpoint fields that stay fixed while a run works (built once per run;
+        ``_accept`` drops it after settling the run's limits)."""
+        if run.adapter_config is None:
+            run.adapter_config = run.adapter.public_config()
+        return {
+            "run_id": run.run_id, "parent_run_id": run.parent.run_id if run.parent is not None else None,
+            "root_run_id": run.root_id, "depth": run.depth, "label": run.label,
+            "session_key": run.session_key, "workspace": run.workspace_text,
+            "adapter_name": run.adapter_name, "adapter_config": run.adapter_config,
+            "max_iterations": run.max_iterations, "max_depth": run.max_depth,
+            "can_delegate": run.can_delegate, "capability_ceiling": run.ceiling,
+            "budget": _budget_dict(run), "timeout_s": run.timeout_s, "created_at": run.created_at}
 
     def _restore(self, checkpoint: Checkpoint, parent: _Run | None,
                  adapter: ModelAdapter | None) -> _Run:
@@ -1496,6 +1540,7 @@ class Runner:
         run.soft_gated = set(checkpoint.soft_gated)
         run.inbox = list(checkpoint.inbox)
         run.clarifications = checkpoint.clarifications
+        run.asked = set(checkpoint.approvals_asked)
         run.elapsed_before = checkpoint.elapsed_s
         run.timeout_s = checkpoint.timeout_s or self.settings.default_timeout_s
         run.created_at = checkpoint.created_at

@@ -355,3 +355,112 @@ async def test_a_clarification_parks_the_run_and_the_answer_resumes_the_same_run
     checkpoint = await store.load("r-ask")
     assert checkpoint is not None
     assert {"role": "user", "content": "Answer to your question: Euros, please."} in checkpoint.messages
+
+
+# --- H9: an approval is announced once, however often the run parks and resumes ------------
+
+def _timeline(sink: MemorySink, run_id: str) -> list[tuple[str, str]]:
+    """(type, what) per event of the run: the state, the tool, or request/decision."""
+    out = []
+    for event in sink.of_run(run_id):
+        data = event.data
+        if event.type == "state":
+            out.append(("state", data["state"]))
+        elif event.type in ("tool_call", "tool_result"):
+            out.append((event.type, data["name"]))
+        elif event.type == "approval":
+            out.append(("approval", "decision" if "decision" in data else "request"))
+    return out
+
+
+async def test_a_parked_approval_appears_once_in_the_timeline_across_park_and_resume(
+        store: MemoryCheckpointStore, settings: RunnerSettings, workspace: Path) -> None:
+    (workspace / "old.log").write_text("stale\n")
+    gate = ParkingGate()
+    sink = MemorySink()   # one timeline for both workers, as the host's event log keeps it
+    config = {"script": [call_turn("delete_file", {"path": "old.log"}), yield_turn({"deleted": True})]}
+    packet = parse_packet(root_packet(capabilities=["file_delete"]))
+    parked = await runner_with(gate, store, settings, sink).start(
+        packet, adapter=ScriptedAdapter(config), run_id="r-once", workspace=workspace)
+    assert parked.parked is not None
+    # a resume before anyone decided parks again without adding a single event
+    before = len(sink.events)
+    again = await runner_with(gate, store, settings, sink).resume("r-once")
+    assert again.state is RunState.AWAITING_APPROVAL and len(sink.events) == before
+
+    gate.decide_key(parked.parked.key, ApprovalDecision(Decision.APPROVE, decided_by="alice"))
+    outcome = await runner_with(gate, store, settings, sink).resume("r-once")
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    assert not (workspace / "old.log").exists()
+    assert _timeline(sink, "r-once") == [
+        ("state", "PENDING"), ("state", "ACCEPTED"), ("state", "WORKING"),
+        ("tool_call", "delete_file"), ("approval", "request"), ("state", "AWAITING_APPROVAL"),
+        ("state", "WORKING"), ("approval", "decision"), ("tool_result", "delete_file"),
+        ("state", "COMPLETE")]
+    decision = next(e.data for e in sink.of_run("r-once") if e.type == "approval" and "decision" in e.data)
+    assert decision["decision"] == "approve" and decision["decided_by"] == "alice"
+    resumed = next(e.data for e in sink.of_run("r-once")
+                   if e.type == "state" and e.data["previous"] == "AWAITING_APPROVAL")
+    assert resumed.get("resumed") is True
+    assert [request.key for request in gate.asked] == [parked.parked.key] * 3
+
+
+async def test_a_clarification_is_asked_once_in_the_timeline_across_park_and_resume(
+        store: MemoryCheckpointStore, settings: RunnerSettings) -> None:
+    gate = ParkingGate()
+    sink = MemorySink()
+    blocked = yield_turn({}, status="BLOCKED_AWAITING_CLARIFICATION", open_questions=["Which currency?"])
+    config = {"script": [blocked, yield_turn({"price": 1.5, "currency": "EUR"})]}
+    parked = await runner_with(gate, store, settings, sink).start(
+        parse_packet(root_packet()), adapter=ScriptedAdapter(config), run_id="r-ask-once")
+    assert parked.parked is not None
+    gate.decide_key(parked.parked.key, ApprovalDecision(Decision.ANSWER, answer="Euros."))
+    outcome = await runner_with(gate, store, settings, sink).resume("r-ask-once")
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    timeline = _timeline(sink, "r-ask-once")
+    assert timeline.count(("approval", "request")) == 1
+    assert timeline.count(("approval", "decision")) == 1
+    assert timeline.count(("state", "AWAITING_APPROVAL")) == 1
+    assert [state for kind, state in timeline if kind == "state"] == [
+        "PENDING", "ACCEPTED", "WORKING", "AWAITING_APPROVAL", "WORKING", "COMPLETE"]
+    answers = [e.data["text"] for e in sink.of_run("r-ask-once") if e.type == "message"]
+    assert answers == ["Euros."]
+
+
+class DiesWhileDeciding:
+    """A gate whose worker dies while a person is still deciding; later it answers."""
+
+    def __init__(self) -> None:
+        self.dying = True
+
+    async def decide(self, request: Any) -> ApprovalDecision:
+        if self.dying:
+            raise WorkerDied()
+        return ApprovalDecision(Decision.APPROVE)
+
+
+async def test_a_worker_dying_during_an_approval_does_not_announce_it_again_on_resume(
+        store: MemoryCheckpointStore, settings: RunnerSettings, workspace: Path) -> None:
+    (workspace / "junk.txt").write_text("junk\n")
+    gate = DiesWhileDeciding()
+    sink = MemorySink()
+    config = {"script": [call_turn("delete_file", {"path": "junk.txt"}), yield_turn({"done": True})]}
+    packet = parse_packet(root_packet(capabilities=["file_delete"]))
+    try:
+        await runner_with(gate, store, settings, sink).start(
+            packet, adapter=ScriptedAdapter(config), run_id="r-died", workspace=workspace)
+    except WorkerDied:
+        pass
+    else:
+        raise AssertionError("the simulated crash did not happen")
+    checkpoint = await store.load("r-died")
+    assert checkpoint is not None and checkpoint.approvals_asked == ["r-died:capability:call_0_0"]
+    gate.dying = False
+    outcome = await runner_with(gate, store, settings, sink).resume("r-died")
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    timeline = _timeline(sink, "r-died")
+    assert timeline.count(("tool_call", "delete_file")) == 1
+    assert timeline.count(("approval", "request")) == 1
+    assert timeline.count(("approval", "decision")) == 1
+    assert timeline.count(("state", "AWAITING_APPROVAL")) == 1
+    assert not (workspace / "junk.txt").exists()
