@@ -688,7 +688,8 @@ class Runner:
             expires_at=time.time() + max(loop_left, 0.0) + 1.0,
             parent_run_id=run.parent.run_id if run.parent is not None else None)
         run.tools = offered_tools(run.capabilities, can_delegate=run.can_delegate,
-                                  subprocess_enabled=self.settings.subprocess_enabled)
+                                  subprocess_enabled=self.settings.subprocess_enabled,
+                                  output_schema=run.packet.expected_output_schema if run.packet else None)
 
     async def _reenter(self, run: _Run) -> None:
         if run.state is RunState.AWAITING_APPROVAL:

@@ -190,3 +190,46 @@ MODEL_TOOLS: dict[str, ToolSchema] = {
 def model_tool(name: str) -> ToolSchema:
     """A fresh copy of the model-facing form of one protocol tool (KeyError if unknown)."""
     return copy.deepcopy(MODEL_TOOLS[name])
+
+
+# Keywords that tie a schema to its own document root: embedded under another schema they
+# would resolve against the tool's parameters instead, so such a schema is not embedded.
+_ROOTED_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$defs", "definitions",
+                              "$id", "$anchor", "$dynamicAnchor", "$schema"})
+
+
+def _embeddable(schema: Any) -> bool:
+    if isinstance(schema, list):
+        return all(_embeddable(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    return not (_ROOTED_KEYWORDS & schema.keys()) and all(map(_embeddable, schema.values()))
+
+
+def yield_control_for(output_schema: dict[str, Any] | None) -> ToolSchema:
+    """The model-facing ``yield_control`` whose ``output_payload`` carries the run's expected
+    output schema, so a model (and the local adapter's constrained decoding) sees the shape
+    it must hand back; :data:`MODEL_TOOLS`' own form (seed 000's ``{"type": "object"}``)
+    when there is none.
+
+    ``output_payload`` becomes ``anyOf [expected schema, {}]``: a FAILURE or
+    BLOCKED_AWAITING_CLARIFICATION yield legitimately carries an empty payload, and one flat
+    parameter schema cannot make the payload depend on ``status``. The empty option widens
+    nothing the runner accepts: a SUCCESS with ``{}`` still fails the expected schema and
+    gets the self-correction turn. Left as seed 000 has it: a schema that is not an object
+    schema (``output_payload`` is always an object) or that refers to its own root
+    (``$ref``, ``$defs``, ``$id``...: embedded, those would resolve against the tool).
+    """
+    base = MODEL_TOOLS["yield_control"]
+    if not output_schema or not _embeddable(output_schema):
+        return base
+    kind = output_schema.get("type", "object" if "properties" in output_schema else None)
+    if kind != "object":
+        return base
+    tool = copy.deepcopy(base)
+    tool["parameters"]["properties"]["output_payload"] = {
+        "type": "object",
+        "description": "The result, valid against the expected output schema; {} only with "
+                       "FAILURE or BLOCKED_AWAITING_CLARIFICATION.",
+        "anyOf": [copy.deepcopy(output_schema), {"const": {}}]}
+    return tool

