@@ -44,7 +44,8 @@ def main() -> None:
         run(["bash", "-c", ours])
 
     for script, title in (("bench_catalog.py", "skill catalog search over 10,000 skills"),
-                          ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery")):
+                          ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery"),
+                          ("bench_local.py", "the local model: load, tokens/s, the runner's share of wall time")):
         if (HERE / script).exists():
             section(title)
             run([python, str(HERE / script)])
