@@ -224,9 +224,10 @@ def exceeds(requested: Budget, available: Budget) -> list[Issue]:
     ``None`` in ``requested`` is not an excess (it means "whatever is available").
     """
     issues: list[Issue] = []
+    wanted_by_axis, cap_by_axis = requested.__dict__, available.__dict__   # the axes' values
     for axis in BUDGET_AXES:
-        wanted = getattr(requested, axis)
-        cap = getattr(available, axis)
+        wanted = wanted_by_axis[axis]
+        cap = cap_by_axis[axis]
         if wanted is not None and cap is not None and wanted > cap:
             issues.append(Issue(
                 f"budget.{axis}",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ErrorCode, ProtocolError
+from .jsontext import encoder
 
 APPROVAL_REQUIRED_CAPABILITIES: frozenset[str] = frozenset(
     {"network_outbound", "file_delete", "financial_tx"})
@@ -181,8 +182,8 @@ def _check_key(key: bytes) -> None:
                       "token key (RunnerSettings.token_key) before issuing or checking tokens.")
 
 
-# one encoder for every token: json.dumps with these options builds a new one per call
-_CLAIMS_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=True)
+# claims hold only str, float and a list of str: one encoder for every token
+_claims_json = encoder(sort_keys=True, compact=True)
 
 
 def issue_token(key: bytes, *, run_id: str, capabilities: Iterable[str], expires_at: float,
@@ -203,7 +204,7 @@ def issue_token(key: bytes, *, run_id: str, capabilities: Iterable[str], expires
     }
     if parent_run_id is not None:
         claims["parent"] = parent_run_id
-    claims_json = _CLAIMS_JSON.encode(claims)
+    claims_json = _claims_json(claims)
     payload = _b64encode(claims_json.encode("ascii"))
     return f"{payload}.{_signature(key, payload)}"
 

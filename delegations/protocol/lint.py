@@ -312,15 +312,25 @@ def _is_doc_or_config(path: str) -> bool:
 # lint
 # ---------------------------------------------------------------------------------
 
+_ROLE_PARAM_NAMES: tuple[str, ...] = tuple(ROLE_PARAMS_FIELDS.values())
+_AGLOOP_BASE_FIELDS: tuple[str, ...] = BASE_PARAM_FIELDS[1:]
+
+
 class _Lint:
     def __init__(self, packet: HandoffPacket, parent: HandoffPacket | None) -> None:
         self.packet = packet
         self.parent = parent
         self.findings: list[Finding] = []
         self.role = str(packet.subagent_type) if packet.subagent_type is not None else None
-        self.present = packet.present_role_params
-        self.agloop = bool(self.present) or any(
-            getattr(packet, name) is not None for name in BASE_PARAM_FIELDS[1:])
+        # the packet's field values, read directly: lint_packet runs on every delegation
+        fields = packet.__dict__
+        self.present = [name for name in _ROLE_PARAM_NAMES if fields[name] is not None]
+        self.agloop = bool(self.present)
+        if not self.agloop:
+            for name in _AGLOOP_BASE_FIELDS:
+                if fields[name] is not None:
+                    self.agloop = True
+                    break
 
     def add(self, code: str, field: str, message: str) -> None:
         self.findings.append(Finding(code, CHECKS[code][0], field, message))
@@ -342,27 +352,52 @@ def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
     packet = parse_packet(packet)
     parent_packet = parse_packet(parent) if parent is not None else None
     lint = _Lint(packet, parent_packet)
+    role = lint.role
+    # Each check below runs only when the packet has what it looks at; the conditions are
+    # exactly those under which the check could report anything (most delegations carry
+    # no seed 001 or seed 002 parts, and lint runs on every one of them).
     _check_depth(lint, max_depth)
     if parent_packet is not None:
         _check_parent_scope(lint, parent_packet)
     _check_criteria(lint)
-    _check_feature_name(lint)
-    _check_role_params(lint)
-    _check_tasks(lint)
+    if not _blank(packet.feature_name) or packet.critic_params is not None:
+        _check_feature_name(lint)
+    if lint.agloop:
+        _check_role_params(lint)
+    if (role == "executor" or packet.executor_params is not None or packet.verifier_params is not None
+            or packet.task is not None):
+        _check_tasks(lint)
     _check_payload(lint, payload_limit_bytes)
     _check_contract(lint)
-    _check_capabilities(lint, approval_required)
+    if packet.capabilities:
+        _check_capabilities(lint, approval_required)
     if lint.agloop:
         _check_base_params(lint)
-    _check_executor(lint)
-    _check_retry(lint)
-    _check_verifier(lint)
+    if role == "executor" or role == "verifier":
+        _check_executor(lint)
+    if (packet.previous_failure is not None or packet.metadata is not None
+            or packet.current_state_summary):
+        _check_retry(lint)
+    if role == "verifier":
+        _check_verifier(lint)
     _check_placeholders(lint)
-    _check_unknown_fields(lint)
-    _check_iterations(lint)
+    if packet.extra or _has_typed_part(packet):
+        _check_unknown_fields(lint)
+    if packet.max_iterations == 1:
+        _check_iterations(lint)
     findings = lint.findings
-    findings.sort(key=lambda f: (_SEVERITY_RANK[f.severity], _CHECK_ORDER[f.code]))
+    if len(findings) > 1:
+        findings.sort(key=_finding_order)
     return findings
+
+
+def _finding_order(finding: Finding) -> tuple[int, int]:
+    return _SEVERITY_RANK[finding.severity], _CHECK_ORDER[finding.code]
+
+
+def _has_typed_part(packet: HandoffPacket) -> bool:
+    fields = packet.__dict__
+    return any([fields[name] is not None for name in _PART_FIELDS])
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:
@@ -900,13 +935,19 @@ def _check_capabilities(lint: _Lint, approval_required: Iterable[str] | None) ->
                 f"Known: {', '.join(sorted(KNOWN_CAPABILITIES))}."))
 
 
+_PLACEHOLDER_FIELDS = ("goal", "instruction_set", "feature_name", "feature_description",
+                       "current_state_summary")
+
+
 def _check_placeholders(lint: _Lint) -> None:
     packet = lint.packet
-    fields: list[tuple[str, object]] = [
-        ("goal", packet.goal), ("instruction_set", packet.instruction_set),
-        ("feature_name", packet.feature_name),
-        ("feature_description", packet.feature_description),
-        ("current_state_summary", packet.current_state_summary)]
+    values = packet.__dict__
+    fields: list[tuple[str, object]] = []
+    for name in _PLACEHOLDER_FIELDS:
+        value = values[name]
+        # every placeholder holds "{", "..." or "…": most text is ruled out without a call
+        if isinstance(value, str) and ("{" in value or "..." in value or "…" in value):
+            fields.append((name, value))
     for name in lint.present:
         params = getattr(packet, name)
         fields.extend((f"{name}.{key}", value) for key, value in vars(params).items()

@@ -122,6 +122,7 @@ from .checkpoints import Checkpoint, CheckpointStore
 from .criteria import CriteriaReport, evaluate_criteria
 from .errors import ErrorCode, ProtocolError, recovery_for
 from .events import EventSink, EventType
+from .jsontext import encoder
 from .lifecycle import TERMINAL_STATES, RunState, can_transition, check_transition
 from .lint import Finding, Severity, lint_packet
 from .packet import HandoffPacket, PreviousFailure, SubagentType, parse_packet
@@ -719,17 +720,17 @@ class Runner:
             system.append(f"Your result is checked against these success criteria:\n{lines}")
         if packet.expected_output_schema:
             system.append("output_payload must be valid against this JSON Schema:\n"
-                          + json.dumps(packet.expected_output_schema, ensure_ascii=False))
+                          + _schema_text(packet.expected_output_schema))
         if packet.termination_trigger:
             system.append(f"Write {packet.termination_trigger!r} when you are done; the run ends there.")
         user = []
         if packet.goal:
             user.append(f"Goal: {packet.goal}")
         if packet.input_data:
-            user.append("Input data (JSON):\n" + json.dumps(packet.input_data, ensure_ascii=False, default=str))
+            user.append("Input data (JSON):\n" + _json_text(packet.input_data))
         details = {key: value for key, value in self._packet_dict(run).items() if key not in _RUNNER_FIELDS}
         if details:
-            user.append("Delegation details (JSON):\n" + json.dumps(details, ensure_ascii=False, default=str))
+            user.append("Delegation details (JSON):\n" + _json_text(details))
         if packet.previous_failure is not None:
             user.append("A previous attempt failed; fix what it reports:\n"
                         + json.dumps(packet.previous_failure.model_dump(mode="json"), ensure_ascii=False))
@@ -890,9 +891,9 @@ class Runner:
             content = record.get("result")
             if name == DELEGATE_TASK and isinstance(content, dict):
                 content = _compact_announce(content)
-            body = json.dumps(content, ensure_ascii=False, default=str)
+            body = _json_text(content)
         else:
-            body = json.dumps({"error": record.get("error")}, ensure_ascii=False, default=str)
+            body = _json_text({"error": record.get("error")})
         run.messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": body})
 
     def _next_turn(self, run: _Run) -> None:
@@ -1093,7 +1094,9 @@ class Runner:
             run.completed[call.id] = record
             run.child_runs.pop(child.run_id, None)
             await self._emit(run.run_id, _TOOL_RESULT, {"id": call.id, **record})
-        await self._save(run)
+        # no checkpoint here: the turn's next step saves one (the next turn, the end, the
+        # park), and a worker dying before that resumes from the one above, finding the
+        # children's outcomes in their own checkpoints
         if parked is not None:
             raise RunParked(parked)
 
@@ -1608,6 +1611,11 @@ def _merge_skill(packet: HandoffPacket, skill: SkillManifest) -> HandoffPacket:
         with contextlib.suppress(ValueError):
             update["subagent_type"] = SubagentType(kind)
     return packet.model_copy(update=update) if update else packet
+
+
+# what the model reads: JSON as json.dumps(value, ensure_ascii=False[, default=str]) writes it
+_json_text = encoder(ensure_ascii=False, default=str)
+_schema_text = encoder(ensure_ascii=False)
 
 
 def new_run_id() -> str:

@@ -48,6 +48,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from .errors import ErrorCode, Issue, ProtocolError
+from .jsontext import encoder
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
@@ -138,16 +139,26 @@ def is_json_schema(value: Mapping[str, Any]) -> bool:
     """
     if not value:
         return True
-    if not all(isinstance(key, str) for key in value):
-        return False
-    if any(key.startswith("$") for key in value):
+    # plain loops: this runs for every packet's output schema, and generator expressions
+    # cost more here than the checks themselves
+    only_keywords = True
+    dollar = False
+    for key in value:
+        if not isinstance(key, str):
+            return False
+        if key[:1] == "$":
+            dollar = True
+        if key not in _ALL_KEYWORDS:
+            only_keywords = False
+    if dollar:
         return True
     properties = value.get("properties")
     if isinstance(properties, dict) and properties and all(_schema_like(v) for v in properties.values()):
         return True
-    if any(_schema_list(value.get(key)) for key in ("anyOf", "oneOf", "allOf")):
-        return True
-    if not all(key in _ALL_KEYWORDS for key in value):
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in value and _schema_list(value[key]):
+            return True
+    if not only_keywords:
         return False
     return all(check(value[key]) for key, check in _PLAUSIBLE.items() if key in value)
 
@@ -220,8 +231,51 @@ def _shorthand_object(shorthand: Mapping[Any, Any], path: str, issues: list[Issu
     return out
 
 
+def _flat_key(schema: dict[Any, Any]) -> tuple[tuple[str, str], ...] | None:
+    """The items of a flat shorthand (string names to string types), else None."""
+    items = tuple(schema.items())
+    for key, value in items:
+        if type(key) is not str or type(value) is not str:
+            return None
+    return items
+
+
+def _copy_json(value: Any) -> Any:
+    """A copy of nested dicts and lists (what normalization builds); other values shared."""
+    if type(value) is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy_json(item) for item in value]
+    return value
+
+
+# (field, flat shorthand items) -> (normalized schema, or None when the input is itself
+# JSON Schema and passes through; its issues). Packets and manifests repeat the same few
+# shorthands, and normalizing one costs far more than this lookup.
+_FLAT_NORMALIZED: dict[tuple[str, tuple[tuple[str, str], ...]],
+                       tuple[dict[str, Any] | None, tuple[Issue, ...]]] = {}
+_FLAT_CACHE_SIZE = 1024
+
+
 def normalize_schema_issues(schema: object, field: str = "schema") -> tuple[dict[str, Any], list[Issue]]:
     """Normalize without raising: ``(json_schema, issues)``; issues include invalid JSON Schema."""
+    flat = _flat_key(schema) if type(schema) is dict and schema else None
+    if flat is None or type(field) is not str:
+        return _normalize_schema_issues(schema, field)
+    cache_key = (field, flat)
+    found = _FLAT_NORMALIZED.get(cache_key)
+    if found is None:
+        normalized, issues = _normalize_schema_issues(schema, field)
+        found = (None if normalized is schema else _copy_json(normalized), tuple(issues))
+        if len(_FLAT_NORMALIZED) >= _FLAT_CACHE_SIZE:
+            _FLAT_NORMALIZED.clear()
+        _FLAT_NORMALIZED[cache_key] = found
+    cached, cached_issues = found
+    # a fresh copy each time: callers own (and may change) what they get back
+    return (schema if cached is None else _copy_json(cached)), list(cached_issues)  # type: ignore[return-value]
+
+
+def _normalize_schema_issues(schema: object, field: str) -> tuple[dict[str, Any], list[Issue]]:
     issues: list[Issue] = []
     if isinstance(schema, bool):
         # true/false are valid JSON Schemas (accept everything / nothing).
@@ -250,10 +304,13 @@ def normalize_schema(schema: dict[str, Any], field: str = "schema", *,
     return normalized
 
 
+_canonical_json = encoder(sort_keys=True, compact=True, allow_nan=False)
+
+
 def canonical_json(value: object) -> str | None:
     """Sorted-key compact JSON used as a cache key; None when not JSON-serializable."""
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return _canonical_json(value)
     except (TypeError, ValueError, RecursionError):
         return None
 
