@@ -20,6 +20,9 @@ seed's gaps are closed on purpose:
   ``budget``, ``capabilities``, ``allow_nested``); its arguments go through
   ``parse_packet`` like any other spelling.
 
+A run with an expected output schema is offered :func:`yield_control_for` instead, whose
+``output_payload`` carries that schema (so constrained decoding writes a valid payload).
+
 The constants are plain dicts shared by every caller: copy before changing one
 (:func:`as_json_schema_tool` always returns a fresh copy).
 """
