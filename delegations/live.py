@@ -2,9 +2,9 @@
 
 Events are published after they are stored, to the group of their run and of every
 ancestor, so a client watching a root sees the whole tree. One group message carries a
-batch of events as ready-made JSON frames (``"<run_id> <seq> <json>"`` lines): a string is
-not deep-copied per subscriber by the in-memory layer, and the consumer sends the frames
-as they are.
+batch of events as ready-made JSON texts, and the frame most viewers will send built
+once (see :func:`group_messages`): with a hundred viewers, per-viewer work is what the
+server spends its time on.
 
 The in-memory layer is process-local and built on asyncio queues, which are not
 thread-safe: a worker thread (its own event loop) cannot put into the queues the server's
@@ -19,10 +19,12 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 logger = logging.getLogger(__name__)
@@ -45,22 +47,92 @@ def register_consumer_loop() -> None:
             _server_loop = loop
 
 
+class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
+    """channels' in-memory layer, made cheap for one message to many channels (a run
+    watched by a hundred viewers). The stock layer deep-copies the message for every
+    channel in a task of its own and sweeps every channel for expired messages on each
+    send and receive (work that grows with the square of the audience); here a message
+    that holds only immutable values (strings, numbers, tuples of them: every
+    ``run.events`` message) is shared by the channels, and expired messages are swept at
+    most once a second (they live for a minute)."""
+
+    SWEEP_SECONDS = 1.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._swept = 0.0
+
+    def _clean_expired(self) -> None:
+        now = time.monotonic()
+        if now - self._swept >= self.SWEEP_SECONDS:
+            self._swept = now
+            super()._clean_expired()
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        if not _immutable(message):
+            await super().group_send(group, message)
+            return
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        expires = time.time() + self.expiry
+        for channel in list(self.groups.get(group, ())):
+            queue = self.channels.get(channel)
+            if queue is None:
+                queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
+            try:
+                queue.put_nowait((expires, dict(message)))
+            except asyncio.QueueFull:
+                # as the stock layer: dropped (the viewer refills the gap from the log)
+                logger.debug("%s", ChannelFull(channel))
+
+
+def _immutable(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _immutable(item) for key, item in value.items())
+    if isinstance(value, tuple):
+        return all(_immutable(item) for item in value)
+    return value is None or isinstance(value, (str, int, float, bytes))
+
+
 def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str]],
                    texts: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """One `run.events` message per group: each event goes to its run's group and to the
     groups of the run's ancestors (``lineage[run_id]``, nearest first). ``texts`` are the
-    events already serialized (the event log writer has them), in the same order."""
-    lines: dict[str, list[str]] = {}
+    events already serialized (the event log writer has them), in the same order.
+
+    A message carries the events as JSON texts with their ``(run id, seq)`` keys, and, built
+    once for every viewer, the batched frame (``batch``) and per run the seqs it holds
+    (``spans``: ``(run id, first, last)``, None when a run's seqs have a hole). A viewer
+    whose cursors are just before every span sends ``batch`` as it is."""
+    grouped: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
     serialized = iter(texts) if texts is not None else None
     for event in events:
         text = next(serialized) if serialized is not None else \
             json.dumps(event, separators=(",", ":"), default=str)
-        line = f"{event['run_id']} {event['seq']} {text}"
-        run_id = event["run_id"]
+        run_id, seq = event["run_id"], event["seq"]
         for target in (run_id, *lineage.get(run_id, ())):
-            lines.setdefault(run_group(target), []).append(line)
-    return {group: {"type": "run.events", "frames": "\n".join(batch)}
-            for group, batch in lines.items()}
+            group_texts, keys = grouped.setdefault(run_group(target), ([], []))
+            group_texts.append(text)
+            keys.append((run_id, seq))
+    return {group: _events_message(group_texts, keys) for group, (group_texts, keys) in grouped.items()}
+
+
+def _events_message(texts: list[str], keys: list[tuple[str, int]]) -> dict[str, Any]:
+    spans: dict[str, list[int]] = {}
+    contiguous = True
+    for run_id, seq in keys:
+        span = spans.get(run_id)
+        if span is None:
+            spans[run_id] = [seq, seq]
+        elif seq == span[1] + 1:
+            span[1] = seq
+        else:
+            contiguous = False
+    return {"type": "run.events", "texts": tuple(texts), "keys": tuple(keys),
+            "spans": tuple((run_id, first, last) for run_id, (first, last) in spans.items())
+            if contiguous else None,
+            "batch": texts[0] if len(texts) == 1 else f"[{','.join(texts)}]"}
 
 
 async def _send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:

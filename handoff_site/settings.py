@@ -112,7 +112,7 @@ else:
     # The in-memory layer silently drops past its capacity (100 by default): raise it.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "delegations.live.FanOutInMemoryChannelLayer",
             "CONFIG": {"capacity": 20000, "expiry": 60},
         }
     }

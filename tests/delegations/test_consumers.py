@@ -111,6 +111,25 @@ async def test_a_live_event_that_went_missing_is_refilled_from_the_log(composer:
     await communicator.disconnect()
 
 
+async def test_a_batched_viewer_out_of_step_still_gets_every_event_once_in_order(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?batch=1")
+    await frames_until_synced(communicator)
+    stored = await database_sync_to_async(persist_batch)(
+        [PendingEvent(root.pk, "log", {"n": i}, time.time()) for i in range(4)])
+    # the first two were lost on the way, then all four come again (an overlap)
+    await live.publish(list(live.group_messages(stored.events[2:], stored.lineage).items()))
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    assert [e["seq"] for e in json.loads(await communicator.receive_from(timeout=5))] == [1, 2, 3, 4]
+    # back in step: the next publication's ready-made frame
+    more = await database_sync_to_async(persist_batch)(
+        [PendingEvent(root.pk, "log", {"n": i}, time.time()) for i in range(2)])
+    await live.publish(list(live.group_messages(more.events, more.lineage).items()))
+    assert [e["seq"] for e in json.loads(await communicator.receive_from(timeout=5))] == [5, 6]
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()
+
+
 async def test_an_anonymous_client_is_closed_with_4401() -> None:
     communicator, _, _ = await connect(AnonymousUser(), f"/ws/runs/{new_run_id()}/")
     assert await closed_with(communicator) == 4401
