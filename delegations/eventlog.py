@@ -29,8 +29,10 @@ from delegations.protocol.lifecycle import RunState, can_transition
 logger = logging.getLogger(__name__)
 
 # large JSON columns a batch never reads (a coordinator's checkpoint or scripted config can
-# be hundreds of kB): loading them on every batch would cost more than the writes
-BULKY_FIELDS = ("packet", "checkpoint", "result", "criteria_report", "previous_failure")
+# be hundreds of kB): loading them on every batch would cost more than the writes. A
+# parent's adapter_config is loaded when it announces a child (see _child_row).
+BULKY_FIELDS = ("packet", "checkpoint", "result", "criteria_report", "previous_failure",
+                "adapter_config")
 
 
 @dataclass(slots=True)
@@ -124,6 +126,7 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
         last_checkpoint = {item.run_id: index for index, item in enumerate(items)
                            if isinstance(item, PendingCheckpoint)}
         created: list[Run] = []
+        checkpoints: dict[str, str] = {}
         changed: dict[str, set[str]] = {}
         rows: list[_Row] = []
         for index, item in enumerate(items):
@@ -132,8 +135,9 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
                 if run is None:
                     logger.warning("Checkpoint for unknown run %s dropped", item.run_id)
                 elif last_checkpoint[item.run_id] == index:  # only the newest one counts
-                    run.checkpoint = item.checkpoint.model_dump(mode="json")
-                    changed.setdefault(run.pk, set()).add("checkpoint")
+                    # pydantic writes the JSON itself, several times faster than model_dump
+                    # then json.dumps (a coordinator's checkpoint grows with its children)
+                    checkpoints[run.pk] = item.checkpoint.model_dump_json()
                 continue
             run = runs.get(item.run_id)
             if run is None:
@@ -167,6 +171,7 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
                 by_fields.setdefault(tuple(sorted(fields)), []).append(runs[run_id])
         for fields_changed, group in by_fields.items():
             _update_rows(group, fields_changed)
+        _store_checkpoints(checkpoints)
         _insert_events(rows)
     for row in rows:
         _lineage(runs, row.run_id, known)
@@ -186,6 +191,18 @@ def _update_rows(group: list[Run], names: tuple[str, ...]) -> None:
               + [run.pk] for run in group]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
+
+
+def _store_checkpoints(texts: dict[str, str]) -> None:
+    """UPDATE the checkpoint column with JSON text as it is (JSONField would encode it again)."""
+    if not texts:
+        return
+    quote = connection.ops.quote_name
+    json_value = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    sql = (f"UPDATE {quote(Run._meta.db_table)} SET {quote('checkpoint')} = {json_value} "
+           f"WHERE {quote('id')} = %s")
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [(text, run_id) for run_id, text in texts.items()])
 
 
 def _child_row(parent: Run, data: dict[str, Any], runs: dict[str, Run]) -> Run | None:
