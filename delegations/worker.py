@@ -12,9 +12,11 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from .models import WorkerHeartbeat
@@ -27,7 +29,11 @@ periodic_jobs: list[Callable[[str], None]] = []
 
 
 class WorkerThread(threading.Thread):
-    """Polls the task database and runs tasks; a second thread keeps the heartbeat."""
+    """Polls the task database and runs tasks; a second thread keeps the heartbeat.
+
+    A task enqueued in this process (an API request to the server the worker is embedded
+    in, a decision that resumes a parked run) wakes the worker at once; the poll
+    ``interval`` only bounds how late it sees tasks other processes enqueued."""
 
     def __init__(self, *, kind: str = "embedded", interval: float = 0.2, queue: str = "default") -> None:
         super().__init__(name="handoff-worker", daemon=True)
@@ -35,8 +41,11 @@ class WorkerThread(threading.Thread):
 
         self.worker_id = f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.kind = kind
+        self.interval = interval
         self._stop_event = threading.Event()
-        self._worker = Worker(queue_names=[queue], interval=interval, batch=False,
+        self._wake = threading.Event()
+        # batch: run() returns once no task is ready, and this thread waits for the next
+        self._worker = Worker(queue_names=[queue], interval=interval, batch=True,
                               backend_name="default", startup_delay=False, max_tasks=None,
                               worker_id=self.worker_id, excluded_queue_names=[])
         self._heartbeat = threading.Thread(target=self._beat, name="handoff-heartbeat", daemon=True)
@@ -44,16 +53,25 @@ class WorkerThread(threading.Thread):
     def run(self) -> None:
         self._touch()
         self._heartbeat.start()
+        task_enqueued.connect(self._task_enqueued)
         try:
-            self._worker.run()
+            while not self._stop_event.is_set():
+                self._wake.clear()  # before polling: an enqueue during the poll polls again
+                self._worker.run()
+                self._wake.wait(self.interval)
         except Exception:
             logger.exception("Worker %s stopped on an error", self.worker_id)
         finally:
+            task_enqueued.disconnect(self._task_enqueued)
             close_old_connections()
+
+    def _task_enqueued(self, sender: Any, **kwargs: Any) -> None:
+        self._wake.set()
 
     def stop(self) -> None:
         self._worker.running = False
         self._stop_event.set()
+        self._wake.set()
 
     def _touch(self) -> None:
         WorkerHeartbeat.objects.update_or_create(
