@@ -138,8 +138,10 @@ def _edit_turn(text: str, path: str, delay_ms: int) -> dict[str, Any]:
 
 def test_the_page_reconnects_by_itself_and_refills_what_it_missed(live_url, page, composer):
     """The first socket loses the frame carrying "Second." and then drops; the page
-    reconnects with after=<last seq it has> and the backlog brings the missing text."""
+    reconnects with after=<last seq it has> and the backlog brings the missing text, in
+    batched frames (several events in one JSON array)."""
     urls: list[str] = []
+    arrays: list[str] = []
 
     def route(socket: Any) -> None:
         urls.append(socket.url)
@@ -150,6 +152,8 @@ def test_the_page_reconnects_by_itself_and_refills_what_it_missed(live_url, page
             if lossy and "Second." in str(message):
                 socket.close()
                 return
+            if str(message).startswith("["):
+                arrays.append(str(message))
             socket.send(message)
 
         server.on_message(to_page)
@@ -173,6 +177,8 @@ def test_the_page_reconnects_by_itself_and_refills_what_it_missed(live_url, page
     assert output.inner_text() == "First.\n\nSecond.\n\nThird."
 
     assert len(urls) >= 2
+    assert all("batch=1" in url for url in urls)
+    assert arrays, "no frame carried several events"
     resumed_after = re.search(r"[?&]after=(\d+)", urls[1])
     assert resumed_after is not None and int(resumed_after.group(1)) > 0
     seqs = page.eval_on_selector_all("#run-timeline > li", "rows => rows.map(row => Number(row.dataset.seq))")
