@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.db import close_old_connections
 
+from delegations import live
 from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
 from delegations.models import Run, RunEvent
 from delegations.models.runs import new_run_id
@@ -158,6 +159,36 @@ def test_text_is_written_at_least_every_fifty_milliseconds_while_it_streams() ->
     texts = list(RunEvent.objects.filter(run=root, type="text").values_list("data", flat=True))
     assert len(texts) >= 2  # 180 ms of streaming is not held back as one event
     assert "".join(t["delta"] for t in texts) == "012345"
+
+
+async def _stored_in_bursts(sink: DjangoEventSink, run_id: str) -> None:
+    await sink.emit(run_id, "log", {"n": 0})
+    await sink.flush()
+    for n in range(1, 4):  # three batches stored while the first publication's window is open
+        await sink.emit(run_id, "log", {"n": n})
+        await sink.flush()
+    await sink.aclose()
+
+
+def test_an_idle_sink_publishes_at_once_and_a_busy_one_in_few_large_publications(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_root()
+    published: list[tuple[float, list[int]]] = []
+
+    async def record(messages: list[tuple[str, dict[str, Any]]]) -> None:
+        for _, message in messages:
+            published.append((time.monotonic(), [seq for _, seq in message["keys"]]))
+
+    monkeypatch.setattr(live, "publish", record)
+    db = DatabaseThread()
+    started = time.monotonic()
+    try:
+        asyncio.run(_stored_in_bursts(DjangoEventSink(db, publish_s=0.5), root.pk))
+    finally:
+        db.close()
+    assert [seqs for _, seqs in published] == [[1], [2, 3, 4]]
+    assert published[0][0] - started < 0.4          # not held back for the window
+    assert published[1][0] - published[0][0] >= 0.5
 
 
 async def _checkpoint_roundtrip(db: DatabaseThread, run_id: str) -> Checkpoint | None:

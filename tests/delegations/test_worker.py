@@ -1,0 +1,33 @@
+"""The embedded worker thread (``manage.py serve``) and the django-tasks-db queue."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.tasks import TaskResultStatus
+
+from delegations.models.runs import new_run_id
+from delegations.tasks import execute_run
+from delegations.worker import WorkerThread
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_task_enqueued_in_the_workers_process_starts_without_waiting_for_the_next_poll(
+        queued_tasks: None) -> None:
+    worker = WorkerThread(interval=60)
+    worker.start()
+    try:
+        time.sleep(0.5)  # its first poll found the queue empty: the next one is a minute away
+        enqueued_at = time.monotonic()
+        result = execute_run.enqueue(new_run_id())  # an unknown run: the task just returns
+        while result.status != TaskResultStatus.SUCCESSFUL and time.monotonic() - enqueued_at < 10:
+            time.sleep(0.02)
+            result.refresh()
+        assert result.status == TaskResultStatus.SUCCESSFUL
+        assert time.monotonic() - enqueued_at < 5
+    finally:
+        worker.stop()
+        worker.join(timeout=10)
+    assert not worker.is_alive()
