@@ -47,6 +47,7 @@ A missing model file or llama-cpp-python is reported when a call is made, as
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import os
@@ -107,6 +108,21 @@ class _LoadedModel:
 
 _MODELS: dict[tuple[str, int, int | None], _LoadedModel] = {}
 _MODELS_LOCK = threading.Lock()
+
+
+@atexit.register
+def _free_models() -> None:
+    """Free the loaded models while llama_cpp is still whole: left to ``Llama.__del__`` at
+    interpreter shutdown, freeing runs after llama_cpp's module globals are gone and prints
+    a TypeError traceback at the end of every process that used the model."""
+    with _MODELS_LOCK:
+        loaded = list(_MODELS.values())
+        _MODELS.clear()
+    for model in loaded:
+        # a generation still running (its thread is a daemon) keeps the model: closing it
+        # under llama.cpp would crash the process on its way out
+        if model.generate_lock.acquire(timeout=1.0):
+            model.llama.close()
 
 
 def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
