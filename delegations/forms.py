@@ -102,14 +102,14 @@ class MessageForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject")])
-    comment = forms.CharField(required=False, max_length=5_000)
-
-
-class InboxDecisionForm(DecisionForm):
-    """The inbox decides every kind of item: a clarification gets an answer. Whether a
-    rejection has its reason and an answer its text is approval_decide's rule."""
+    """A person's decision on an approval item: approve, reject, or answer a clarification.
+    Whether a rejection has its reason and an answer its text is approval_decide's rule."""
 
     decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject"),
                                           ("answer", "answer")])
+    comment = forms.CharField(required=False, max_length=5_000)
     answer = forms.CharField(required=False, max_length=20_000)
+
+
+# how a decision reads in the confirmation message
+DECIDED = {"approve": "approved", "reject": "rejected", "answer": "answered"}

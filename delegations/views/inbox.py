@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from delegations.forms import InboxDecisionForm
+from delegations.forms import DECIDED, DecisionForm
 from delegations.models import Approval
 from delegations.roles import can_approve
 from delegations.services import RunError, approval_decide
@@ -20,7 +20,6 @@ from .runs import DECIDE_REFUSED
 
 PENDING_SHOWN = 100
 HISTORY_SHOWN = 20
-DONE = {"approve": "approved", "reject": "rejected", "answer": "answered"}
 
 
 def _get_approval_for_user(request: HttpRequest, approval_id: int) -> Approval:
@@ -50,7 +49,7 @@ def inbox_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     if not can_approve(request.user):
         raise PermissionDenied(DECIDE_REFUSED)
     approval = _get_approval_for_user(request, approval_id)
-    form = InboxDecisionForm(request.POST)
+    form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose approve, reject or answer.")
         return redirect("delegations:inbox")
@@ -61,5 +60,5 @@ def inbox_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     except RunError as error:
         messages.error(request, f"#{approval.pk}: {error.message}")
     else:
-        messages.success(request, f"#{approval.pk} {DONE[decision]}; its run resumes.")
+        messages.success(request, f"#{approval.pk} {DECIDED[decision]}; its run resumes.")
     return redirect("delegations:inbox")

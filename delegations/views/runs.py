@@ -21,7 +21,14 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
 from delegations import run_snapshot
-from delegations.forms import DecisionForm, MessageForm, RetryForm, RunFilterForm, RunStartForm
+from delegations.forms import (
+    DECIDED,
+    DecisionForm,
+    MessageForm,
+    RetryForm,
+    RunFilterForm,
+    RunStartForm,
+)
 from delegations.models import Approval, Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
@@ -286,8 +293,7 @@ def run_retry_view(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 def run_decide_view(request: HttpRequest, run_id: str, approval_id: int) -> HttpResponse:
-    """Approve or reject a pending item of this run's tree from the run page (the inbox
-    has the full set of decisions)."""
+    """Decide a pending item of this run's tree from the run page, as the inbox does."""
     run = _get_run_for_user(request, run_id)
     if not can_approve(request.user):
         raise PermissionDenied(DECIDE_REFUSED)
@@ -296,14 +302,14 @@ def run_decide_view(request: HttpRequest, run_id: str, approval_id: int) -> Http
         raise Http404(f"No approval {approval_id} in this run's tree.")
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose approve or reject.")
+        messages.error(request, "Choose approve, reject or answer.")
         return redirect(_detail_url(run))
+    decision = form.cleaned_data["decision"]
     try:
-        approval_decide(approval=approval, user=request.user, decision=form.cleaned_data["decision"],
-                        comment=form.cleaned_data["comment"])
+        approval_decide(approval=approval, user=request.user, decision=decision,
+                        comment=form.cleaned_data["comment"], answer=form.cleaned_data["answer"])
     except RunError as error:
         messages.error(request, error.message)
     else:
-        done = {"approve": "approved", "reject": "rejected"}[form.cleaned_data["decision"]]
-        messages.success(request, f"Approval #{approval.pk} {done}; the run resumes.")
+        messages.success(request, f"Approval #{approval.pk} {DECIDED[decision]}; the run resumes.")
     return redirect(_detail_url(run))

@@ -478,6 +478,20 @@ def test_an_approver_decides_a_pending_item_from_the_run_page(client, approver, 
     assert approval.status == "approved" and approval.decided_by == approver
 
 
+def test_a_clarification_is_answered_from_the_run_page(client, approver, queued_tasks):
+    run = make_run(approver, state="AWAITING_APPROVAL")
+    approval = Approval.objects.create(run=run, key=f"{run.pk}:clarification:1", kind="clarification",
+                                       title="Which currency?")
+    client.force_login(approver)
+    page = detail(client, run)
+    assert 'name="answer"' in page and 'value="approve"' not in page
+    response = client.post(f"/runs/{run.pk}/approvals/{approval.pk}/decision/",
+                           {"decision": "answer", "answer": "EUR"}, follow=True)
+    assert "answered" in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "answered" and approval.answer == "EUR"
+
+
 def test_a_rejection_needs_a_reason(client, approver):
     run = make_run(approver, state="AWAITING_APPROVAL")
     approval = Approval.objects.create(run=run, key=f"{run.pk}:capability:x", kind="capability", title="x")
