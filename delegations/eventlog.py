@@ -70,16 +70,20 @@ class _Row:
                      f'"ts":{ts!r},"data":{self.data_json}}}')
 
 
+def _json_placeholder() -> str:
+    """The SQL parameter for JSON text written as it is into a JSON column."""
+    return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+
+
 def _insert_events(rows: list[_Row]) -> None:
     """INSERT the rows with one executemany (bulk_create would serialize the data again)."""
     if not rows:
         return
     quote = connection.ops.quote_name
-    json_value = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
     ts_field = RunEvent._meta.get_field("ts")
     assert isinstance(ts_field, Field)
     sql = (f"INSERT INTO {quote(RunEvent._meta.db_table)} ({quote('run_id')}, {quote('seq')}, "
-           f"{quote('type')}, {quote('data')}, {quote('ts')}) VALUES (%s, %s, %s, {json_value}, %s)")
+           f"{quote('type')}, {quote('data')}, {quote('ts')}) VALUES (%s, %s, %s, {_json_placeholder()}, %s)")
     params = [(row.run_id, row.seq, row.type, row.data_json,
                ts_field.get_db_prep_save(row.stamp, connection)) for row in rows]
     with connection.cursor() as cursor:
@@ -198,8 +202,7 @@ def _store_checkpoints(texts: dict[str, str]) -> None:
     if not texts:
         return
     quote = connection.ops.quote_name
-    json_value = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    sql = (f"UPDATE {quote(Run._meta.db_table)} SET {quote('checkpoint')} = {json_value} "
+    sql = (f"UPDATE {quote(Run._meta.db_table)} SET {quote('checkpoint')} = {_json_placeholder()} "
            f"WHERE {quote('id')} = %s")
     with connection.cursor() as cursor:
         cursor.executemany(sql, [(text, run_id) for run_id, text in texts.items()])

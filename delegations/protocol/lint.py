@@ -352,39 +352,24 @@ def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
     packet = parse_packet(packet)
     parent_packet = parse_packet(parent) if parent is not None else None
     lint = _Lint(packet, parent_packet)
-    role = lint.role
-    # Each check below runs only when the packet has what it looks at; the conditions are
-    # exactly those under which the check could report anything (most delegations carry
-    # no seed 001 or seed 002 parts, and lint runs on every one of them).
     _check_depth(lint, max_depth)
     if parent_packet is not None:
         _check_parent_scope(lint, parent_packet)
     _check_criteria(lint)
-    if not _blank(packet.feature_name) or packet.critic_params is not None:
-        _check_feature_name(lint)
-    if lint.agloop:
-        _check_role_params(lint)
-    if (role == "executor" or packet.executor_params is not None or packet.verifier_params is not None
-            or packet.task is not None):
-        _check_tasks(lint)
+    _check_feature_name(lint)
+    _check_role_params(lint)
+    _check_tasks(lint)
     _check_payload(lint, payload_limit_bytes)
     _check_contract(lint)
-    if packet.capabilities:
-        _check_capabilities(lint, approval_required)
+    _check_capabilities(lint, approval_required)
     if lint.agloop:
         _check_base_params(lint)
-    if role == "executor" or role == "verifier":
-        _check_executor(lint)
-    if (packet.previous_failure is not None or packet.metadata is not None
-            or packet.current_state_summary):
-        _check_retry(lint)
-    if role == "verifier":
-        _check_verifier(lint)
+    _check_executor(lint)
+    _check_retry(lint)
+    _check_verifier(lint)
     _check_placeholders(lint)
-    if packet.extra or _has_typed_part(packet):
-        _check_unknown_fields(lint)
-    if packet.max_iterations == 1:
-        _check_iterations(lint)
+    _check_unknown_fields(lint)
+    _check_iterations(lint)
     findings = lint.findings
     if len(findings) > 1:
         findings.sort(key=_finding_order)
@@ -393,11 +378,6 @@ def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
 
 def _finding_order(finding: Finding) -> tuple[int, int]:
     return _SEVERITY_RANK[finding.severity], _CHECK_ORDER[finding.code]
-
-
-def _has_typed_part(packet: HandoffPacket) -> bool:
-    fields = packet.__dict__
-    return any([fields[name] is not None for name in _PART_FIELDS])
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:

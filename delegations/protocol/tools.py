@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ErrorCode, ProtocolError
+from .jsontext import encoder
 from .tool_schemas import MODEL_TOOLS, yield_control_for
 
 # A model turn whose finish_reason is this asks the runner to finish the run with the
@@ -282,7 +283,10 @@ def offered_tools(capabilities: Iterable[str], *, can_delegate: bool, subprocess
     if not output_schema:
         return tools
     # key order kept: a constrained model writes properties in the order the schema lists
-    return _with_output_schema(key, json.dumps(output_schema))
+    return _with_output_schema(key, _schema_json(output_schema))
+
+
+_schema_json = encoder(compact=True)
 
 
 @lru_cache(maxsize=256)
