@@ -175,8 +175,9 @@ def test_a_parked_tree_whose_item_was_decided_while_no_worker_ran_is_resumed_by_
         queued_tasks: None, composer: Any, approver: Any) -> None:
     run = run_create(packet=scripts.approval_packet(), adapter="scripted",
                      config=scripts.needs_approval(), owner=composer)
-    assert execute(run.pk, wait=False) == "started"
-    wait_for(lambda: state_of(run) == "AWAITING_APPROVAL" and not Run.objects.get(pk=run.pk).lease_owner)
+    # waiting for the whole turn: once the lease is released, the worker still checks
+    # whether the inbox item was decided meanwhile (and would enqueue the run itself)
+    assert execute(run.pk, wait=True) == "AWAITING_APPROVAL"
     Approval.objects.filter(run=run).update(status="approved", decision="approve")
     DBTaskResult.objects.all().delete()  # the decision's task got lost
     assert sweep_runs()["unparked"] == [run.pk]
