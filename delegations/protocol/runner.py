@@ -1406,7 +1406,7 @@ class Runner:
         if run.started_at:
             run.usage.runtime_s = run.elapsed_before + asyncio.get_running_loop().time() - run.started_at
             run.started_at = 0.0
-        result_dict = result.model_dump() if result is not None else None
+        result_dict = _result_dict(result) if result is not None else None
         criteria_dict = criteria.as_dict() if criteria is not None else None
         usage_dict = run.usage.as_dict()
         findings = [finding.as_dict() for finding in run.findings] if run.findings else []
@@ -1637,6 +1637,22 @@ def _budget_dict(run: _Run) -> dict[str, Any]:
     if run.budget_dict is None:
         run.budget_dict = run.budget.as_dict()
     return run.budget_dict
+
+
+_PAYLOAD_FIELD = frozenset({"output_payload"})
+
+
+def _result_dict(result: ResponsePackage) -> dict[str, Any]:
+    """``result.model_dump()``, its ``output_payload`` shared rather than copied.
+
+    A coordinator's payload holds its children's result dicts (which hold theirs): a copy
+    would duplicate every descendant's result at every level of the tree, and the events
+    and checkpoints keep them all. Dumping leaves plain JSON data as it is, so sharing gives
+    equal values.
+    """
+    data = result.model_dump(exclude=_PAYLOAD_FIELD)
+    # field order kept: status, output_payload, then the rest
+    return {"status": data.pop("status"), "output_payload": result.output_payload, **data}
 
 
 def _error_dict(exc: ProtocolError) -> dict[str, Any]:
