@@ -50,11 +50,12 @@ def register_consumer_loop() -> None:
 class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
     """channels' in-memory layer, made cheap for one message to many channels (a run
     watched by a hundred viewers). The stock layer deep-copies the message for every
-    channel in a task of its own and sweeps every channel for expired messages on each
-    send and receive (work that grows with the square of the audience); here a message
-    that holds only immutable values (strings, numbers, tuples of them: every
-    ``run.events`` message) is shared by the channels, and expired messages are swept at
-    most once a second (they live for a minute)."""
+    channel in a task of its own, sweeps every channel for expired messages on each send
+    and receive (work that grows with the square of the audience) and builds a queue on
+    every receive; here a message that holds only immutable values (strings, numbers,
+    tuples of them: every ``run.events`` message) is shared by the channels, expired
+    messages are swept at most once a second (they live for a minute), and a channel
+    keeps its queue while its consumer receives."""
 
     SWEEP_SECONDS = 1.0
 
@@ -85,6 +86,25 @@ class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
             except asyncio.QueueFull:
                 # as the stock layer: dropped (the viewer refills the gap from the log)
                 logger.debug("%s", ChannelFull(channel))
+
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        # The stock receive builds a new asyncio.Queue on every call (setdefault's default)
+        # and drops the channel's queue whenever it runs empty: a hundred viewers paid for
+        # both on every message. The queue stays until its consumer stops receiving.
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
+        try:
+            _, message = await queue.get()
+        except asyncio.CancelledError:
+            if queue.empty():
+                self.channels.pop(channel, None)
+            raise
+        assert isinstance(message, dict)
+        return message
 
 
 def _immutable(value: Any) -> bool:

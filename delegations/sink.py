@@ -35,6 +35,7 @@ from delegations.protocol.approvals import (
 )
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.events import EventType
+from delegations.protocol.lifecycle import is_terminal
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -241,7 +242,12 @@ class DjangoCheckpointStore:
         self._latest: dict[str, Checkpoint] = {}
 
     async def save(self, run_id: str, checkpoint: Checkpoint) -> None:
-        self._latest[run_id] = checkpoint
+        # a finished run's checkpoint is read again only on a resume, which loads it from
+        # the database: keeping all of a big tree's would grow the heap the collector walks
+        if is_terminal(checkpoint.state):
+            self._latest.pop(run_id, None)
+        else:
+            self._latest[run_id] = checkpoint
         await self.sink.store_checkpoint(run_id, checkpoint)
 
     async def load(self, run_id: str) -> Checkpoint | None:

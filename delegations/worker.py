@@ -6,6 +6,7 @@ module only keeps workers alive and visible (GET /api/health reports them)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -20,6 +21,22 @@ from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from .models import WorkerHeartbeat
+
+# Young collections at CPython's default (every 700 new containers) ran about a hundred
+# times a second in a server streaming a busy tree, at a few ms each; every 10,000 they
+# are rare and no slower.
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def settle_heap() -> None:
+    """For long-running server and worker processes, once startup imported everything:
+    the objects that exist now (Django, the apps, the SDKs: well over 100,000) live until
+    the process exits, so they are frozen out of the garbage collector's view. A full
+    collection that walks them took 130 ms or more on a 2-core machine, and it stops
+    every thread: a run's events waited that long to be stored and sent."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 
 logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 5.0

@@ -197,3 +197,23 @@ async def test_batch_mode_packs_the_events_of_one_publication_into_one_frame(com
     frame = json.loads(await communicator.receive_from(timeout=5))
     assert [e["seq"] for e in frame] == [4, 5]
     await communicator.disconnect()
+
+
+async def test_a_channel_keeps_its_queue_while_its_consumer_receives_and_drops_it_when_it_stops() -> None:
+    import asyncio
+
+    layer = live.FanOutInMemoryChannelLayer()
+    channel = await layer.new_channel()
+    await layer.group_add("run.x", channel)
+    await layer.group_send("run.x", {"type": "run.events", "texts": ("a",)})
+    assert (await layer.receive(channel))["texts"] == ("a",)
+    queue = layer.channels[channel]
+    await layer.group_send("run.x", {"type": "run.events", "texts": ("b",)})
+    assert (await layer.receive(channel))["texts"] == ("b",)
+    assert layer.channels[channel] is queue  # not rebuilt per message
+    waiting = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert channel not in layer.channels

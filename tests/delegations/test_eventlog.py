@@ -214,6 +214,29 @@ def test_a_saved_checkpoint_is_stored_with_the_events_before_it_and_loads_back()
     assert root.checkpoint["iteration"] == 3 and seqs(root) == [1]
 
 
+async def _keep_then_finish(db: DatabaseThread, run_id: str) -> tuple[bool, bool, Checkpoint | None]:
+    sink = DjangoEventSink(db)
+    store = DjangoCheckpointStore(sink)
+    await store.save(run_id, Checkpoint(run_id=run_id, root_run_id=run_id, state="WORKING"))
+    kept = run_id in store._latest
+    await store.save(run_id, Checkpoint(run_id=run_id, root_run_id=run_id, state="COMPLETE", iteration=2))
+    dropped = run_id not in store._latest
+    loaded = await store.load(run_id)
+    await sink.aclose()
+    return kept, dropped, loaded
+
+
+def test_the_checkpoint_store_forgets_finished_runs_and_loads_them_from_the_database() -> None:
+    root = make_root()
+    db = DatabaseThread()
+    try:
+        kept, dropped, loaded = asyncio.run(_keep_then_finish(db, root.pk))
+    finally:
+        db.close()
+    assert kept and dropped
+    assert loaded is not None and loaded.state == "COMPLETE" and loaded.iteration == 2
+
+
 def test_a_checkpoint_for_an_unknown_run_is_dropped_not_raised() -> None:
     stored = persist_batch([PendingCheckpoint("f" * 32, Checkpoint(run_id="x", root_run_id="x"))])
     assert stored.events == []

@@ -31,3 +31,18 @@ def test_a_task_enqueued_in_the_workers_process_starts_without_waiting_for_the_n
         worker.stop()
         worker.join(timeout=10)
     assert not worker.is_alive()
+
+
+def test_settling_the_heap_freezes_what_startup_made_and_makes_young_collections_rarer() -> None:
+    import gc
+
+    from delegations.worker import YOUNG_COLLECTION_THRESHOLD, settle_heap
+
+    threshold = gc.get_threshold()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 10_000
+        assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

@@ -18,13 +18,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, host: str, port: int, no_worker: bool, **options: Any) -> None:
         from daphne.cli import CommandLineInterface
 
-        from delegations.worker import WorkerThread, uses_database_backend
+        import handoff_site.asgi  # noqa: F401  (everything the server runs, imported before settling)
+        from delegations.worker import WorkerThread, settle_heap, uses_database_backend
 
         worker = None
         if not no_worker and settings.HANDOFF_EMBEDDED_WORKER and uses_database_backend():
             worker = WorkerThread(kind="embedded")
             worker.start()
             self.stdout.write(f"Embedded worker {worker.worker_id} started.")
+        settle_heap()
         self.stdout.write(f"Handoff is serving on http://{host}:{port}/ (Ctrl+C to stop).")
         try:
             CommandLineInterface().run(["--bind", host, "--port", str(port),

@@ -15,7 +15,8 @@ class Command(BaseCommand):
                             help="Seconds between polls of the task table when idle.")
 
     def handle(self, *args: Any, interval: float, **options: Any) -> None:
-        from delegations.worker import WorkerThread, uses_database_backend
+        from delegations import execution  # noqa: F401  (the runner, imported before settling)
+        from delegations.worker import WorkerThread, settle_heap, uses_database_backend
 
         if not uses_database_backend():
             raise CommandError("HANDOFF_TASK_BACKEND is not 'db': start that backend's own workers "
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         worker = WorkerThread(kind="process", interval=interval)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: worker.stop())
+        settle_heap()
         worker.start()
         self.stdout.write(f"Worker {worker.worker_id} running; Ctrl+C to stop.")
         while worker.is_alive():
