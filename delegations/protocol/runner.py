@@ -148,6 +148,9 @@ logger = logging.getLogger(__name__)
 # the process that issued them, which is all an in-process runner needs.
 _PROCESS_TOKEN_KEY = secrets.token_bytes(32)
 
+# Event types and run states go into events and checkpoints as plain strings. On the hot
+# path a state's string is str(state): a StrEnum's str() is its value, without the two
+# Python-level calls that ``.value`` costs.
 _STATE = EventType.STATE.value
 _TEXT = EventType.TEXT.value
 _MODEL_CALL = EventType.MODEL_CALL.value
@@ -1411,14 +1414,15 @@ class Runner:
         usage_dict = run.usage.as_dict()
         findings = [finding.as_dict() for finding in run.findings] if run.findings else []
         status = "success" if state is RunState.COMPLETE else "timeout" if state is RunState.TIMEOUT else "error"
+        state_name = str(state)
         summary = None
         if result is not None:
             summary = result.summary or result.log_summary
         if summary is None:
-            summary = error["message"] if error else state.value
+            summary = error["message"] if error else state_name
         announce = {"run_id": run.run_id, "label": run.label, "session_key": run.session_key,
                     "parent_run_id": run.parent.run_id if run.parent is not None else None,
-                    "status": status, "state": state.value, "summary": summary, "error": error,
+                    "status": status, "state": state_name, "summary": summary, "error": error,
                     "runtime_s": round(run.usage.runtime_s, 6), "usage": usage_dict,
                     "result": result_dict}
         run.outcome = RunOutcome(
@@ -1430,7 +1434,7 @@ class Runner:
             await self._emit(run.run_id, _ERROR, error)
         await self._transition_to_end(run, state)
         await self._emit(run.run_id, _ANNOUNCE, announce)
-        data: dict[str, Any] = {"state": state.value, "result": result_dict,
+        data: dict[str, Any] = {"state": state_name, "result": result_dict,
                                 "criteria_report": criteria_dict, "usage": usage_dict}
         if error is not None:
             data["error"] = error
@@ -1438,7 +1442,7 @@ class Runner:
             data["findings"] = findings
         await self._emit(run.run_id, _RESULT, data)
         if run.packet is not None or run.parent is not None:
-            await self._save(run, outcome={"state": state.value, "result": result_dict,
+            await self._save(run, outcome={"state": state_name, "result": result_dict,
                                            "criteria_report": criteria_dict, "usage": usage_dict,
                                            "error": error, "announce": announce, "findings": findings})
 
@@ -1457,7 +1461,7 @@ class Runner:
         if previous is state:
             return
         run.state = check_transition(previous, state) if previous is not None else state
-        data: dict[str, Any] = {"state": state.value, "previous": previous.value if previous is not None else None}
+        data: dict[str, Any] = {"state": str(state), "previous": str(previous) if previous is not None else None}
         if extra:
             data.update(extra)
         await self._emit(run.run_id, _STATE, data)
@@ -1475,7 +1479,7 @@ class Runner:
             "packet": self._packet_dict(run) if run.packet is not None else {},
             "adapter_state": export() if callable(export) else {},
             "messages": list(run.messages), "usage": run.usage.as_dict(), "iteration": run.iteration,
-            "state": run.state.value if run.state is not None else RunState.PENDING.value,
+            "state": str(run.state) if run.state is not None else RunState.PENDING.value,
             "pending_text": run.pending_text if run.pending_calls is not None else None,
             "pending_tool_calls": list(run.pending_dicts), "pending_finish": run.pending_finish,
             "completed": dict(run.completed), "children": dict(run.children),
