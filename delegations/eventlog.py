@@ -122,11 +122,11 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
         # locked in a fixed order, so concurrent writers on one tree cannot deadlock
         runs: dict[str, Run] = {run.pk: run for run in Run.objects.select_for_update().defer(
             *BULKY_FIELDS).filter(pk__in=wanted).order_by("pk")}
-        announced = [str(item.data.get("child_run_id") or "") for item in items
-                     if isinstance(item, PendingEvent) and item.type == EventType.CHILD]
-        # a child announced again on resume already has its row
-        runs.update((run.pk, run) for run in Run.objects.defer(*BULKY_FIELDS).filter(
-            pk__in=[c for c in announced if c]))
+        announced = [child_id for item in items
+                     if isinstance(item, PendingEvent) and item.type == EventType.CHILD
+                     and (child_id := str(item.data.get("child_run_id") or ""))]
+        if announced:  # a child announced again on resume already has its row
+            runs.update((run.pk, run) for run in Run.objects.defer(*BULKY_FIELDS).filter(pk__in=announced))
         last_checkpoint = {item.run_id: index for index, item in enumerate(items)
                            if isinstance(item, PendingCheckpoint)}
         created: list[Run] = []
