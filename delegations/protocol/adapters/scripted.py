@@ -133,6 +133,20 @@ def _compile_turn(turn: dict[str, Any], position: int) -> tuple[ModelTurn, list[
     return model_turn, _chunks(text), turn.get("delay_ms", 0) / 1000.0
 
 
+class _Compiled:
+    """One checked config's turns, compiled on first play, and its children's.
+
+    Shared by every adapter that plays that config (its replays and the children's
+    adapters), so a script replayed many times (demos, benchmarks) is compiled once.
+    """
+
+    __slots__ = ("children", "turns")
+
+    def __init__(self, script_length: int) -> None:
+        self.turns: list[tuple[ModelTurn, list[str], float] | None] = [None] * script_length
+        self.children: dict[str, _Compiled] = {}
+
+
 def _chunks(text: str) -> list[str]:
     if not text:
         return []
@@ -143,13 +157,14 @@ def _chunks(text: str) -> list[str]:
 class ScriptedAdapter(ModelAdapter):
     name: ClassVar[str] = "scripted"
 
-    def __init__(self, config: dict[str, Any] | None = None, *, _checked: bool = False) -> None:
+    def __init__(self, config: dict[str, Any] | None = None, *, _compiled: _Compiled | None = None) -> None:
         super().__init__(config)
-        if not _checked:
+        if _compiled is None:
+            # a config given from outside is checked; replays and children share a checked one
             _check_config(self.config, "")
         self._script: list[dict[str, Any]] = self.config["script"]
         self._children: dict[str, Any] = self.config.get("children", {})
-        self._compiled: list[tuple[ModelTurn, list[str], float] | None] = [None] * len(self._script)
+        self._compiled = _compiled if _compiled is not None else _Compiled(len(self._script))
         self.position = 0
         # every message list and tool list the adapter was called with (references, not
         # copies): tests read them to see what the model was told and offered
@@ -167,9 +182,9 @@ class ScriptedAdapter(ModelAdapter):
                 details={"adapter": "scripted", "position": position})
         self.received.append(messages)
         self.received_tools.append(tools)
-        compiled = self._compiled[position]
+        compiled = self._compiled.turns[position]
         if compiled is None:
-            compiled = self._compiled[position] = _compile_turn(self._script[position], position)
+            compiled = self._compiled.turns[position] = _compile_turn(self._script[position], position)
         model_turn, chunks, delay = compiled
         if delay:
             await asyncio.sleep(delay)
@@ -185,7 +200,7 @@ class ScriptedAdapter(ModelAdapter):
 
     def replay(self) -> ScriptedAdapter:
         """A new adapter that plays the same (already checked) script from its first turn."""
-        return ScriptedAdapter(self.config, _checked=True)
+        return ScriptedAdapter(self.config, _compiled=self._compiled)
 
     def for_child(self, label: str) -> ScriptedAdapter:
         child = self._children.get(label)
@@ -196,7 +211,10 @@ class ScriptedAdapter(ModelAdapter):
                 f"Scripted adapter: no script for a child labelled '{label}' (config "
                 f"'children' has: {known}). Add children['{label}'] or pass that label to "
                 f"delegate_task.", details={"adapter": "scripted", "key": f"children.{label}"})
-        return ScriptedAdapter(child, _checked=True)
+        compiled = self._compiled.children.get(label)
+        if compiled is None:
+            compiled = self._compiled.children[label] = _Compiled(len(child["script"]))
+        return ScriptedAdapter(child, _compiled=compiled)
 
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float | None:
         """The price from the config's ``prices``, or None (the runner's table decides)."""
