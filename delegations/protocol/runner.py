@@ -1643,9 +1643,6 @@ def _budget_dict(run: _Run) -> dict[str, Any]:
     return run.budget_dict
 
 
-_PAYLOAD_FIELD = frozenset({"output_payload"})
-
-
 def _result_dict(result: ResponsePackage) -> dict[str, Any]:
     """``result.model_dump()``, its ``output_payload`` shared rather than copied.
 
@@ -1654,7 +1651,7 @@ def _result_dict(result: ResponsePackage) -> dict[str, Any]:
     and checkpoints keep them all. Dumping leaves plain JSON data as it is, so sharing gives
     equal values.
     """
-    data = result.model_dump(exclude=_PAYLOAD_FIELD)
+    data = result.model_dump(exclude={"output_payload"})   # a set: pydantic reads a frozenset far more slowly
     # field order kept: status, output_payload, then the rest
     return {"status": data.pop("status"), "output_payload": result.output_payload, **data}
 
