@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from .models import WorkerHeartbeat
 
-# Young collections at CPython's default (every 700 new containers) ran about a hundred
+# Young collections at CPython's default (every 700 new containers) ran about ten
 # times a second in a server streaming a busy tree, at a few ms each; every 10,000 they
 # are rare and no slower.
 YOUNG_COLLECTION_THRESHOLD = 10_000
