@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from delegations.protocol.criteria import (
     CriterionKind,
+    CriterionResult,
     criterion_issues,
     evaluate_criteria,
     parse_criterion,
@@ -315,3 +316,10 @@ def test_free_text_never_raises_whatever_it_says(text: str) -> None:
     if criterion is not None:
         report = evaluate_criteria(parse_result(SEED000_SUCCESS_RESPONSE), [text], None)
         assert report.items[0].kind == criterion.kind.value
+
+
+def test_a_criterion_results_dict_is_its_json_dump() -> None:
+    result = CriterionResult(criterion="JSON is schema-valid", kind="schema_valid", met=False,
+                             detail="missing 'answer'", checkable=True)
+    assert result.as_dict() == result.model_dump(mode="json")
+    assert list(result.as_dict()) == list(result.model_dump(mode="json"))
