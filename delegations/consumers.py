@@ -1,8 +1,16 @@
+"""The websockets (DESIGN §3.4): live runs and the approval inbox."""
+
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
+from urllib.parse import parse_qs
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from . import live
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -16,15 +24,6 @@ class UnknownRouteConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.close(code=CLOSE_NOT_FOUND)
 
-
-# -- live runs and the inbox (DESIGN §3.4) ---------------------------------------------------
-
-from typing import Any  # noqa: E402
-from urllib.parse import parse_qs  # noqa: E402
-
-from channels.db import database_sync_to_async  # noqa: E402
-
-from . import live  # noqa: E402
 
 BACKLOG_CHUNK = 2000
 
@@ -125,7 +124,13 @@ class RunConsumer(_JsonFramesConsumer):
     are events ``{run_id, seq, type, ts, data}``; the others are control frames:
     ``{"type": "synced", "cursors": {run id: last seq}}`` once the backlog is sent,
     ``pong`` and ``error``. ``after.<run id>=M`` sets the cursor of a descendant;
-    ``batch=1`` lets a frame carry a JSON array of events (busy trees, many viewers)."""
+    ``batch=1`` lets a frame carry a JSON array of events (busy trees, many viewers).
+
+    Live events come from the process's :class:`live.RunFeed`, not from a channel of the
+    consumer's own. While the backlog is sent, or a gap in the live events is refilled
+    from the log, the live messages that arrive are held and sent after it, in order."""
+
+    group: str | None = None
 
     async def connect(self) -> None:
         live.register_consumer_loop()
@@ -143,9 +148,10 @@ class RunConsumer(_JsonFramesConsumer):
             return
         # join first, then read the backlog: an event stored in between arrives both ways
         # and the cursors drop the second copy
-        group = live.run_group(self.run_id)
-        await self.channel_layer.group_add(group, self.channel_name)
-        self.groups.append(group)
+        self.held: list[dict[str, Any]] | None = []
+        self.feed = live.feed()
+        self.group = live.run_group(self.run_id)
+        await self.feed.join(self.group, self)
         await self.accept()
         cursors, problems = _query_cursors(self.scope.get("query_string", b""), self.run_id)
         for problem in problems:
@@ -166,18 +172,31 @@ class RunConsumer(_JsonFramesConsumer):
             if len(chunk) < BACKLOG_CHUNK:
                 break
         await self.send_json({"type": "synced", "run_id": self.run_id, "cursors": self.cursors})
+        await self._send_held()
 
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # channels runs close_old_connections in the sync thread before every handler: a
-        # thread hop per viewer per publication, queued behind every other viewer's, which
-        # made live latency grow with the audience. run_events reads the database only
-        # through database_sync_to_async, which closes stale connections itself.
-        if message.get("type") == "run.events":
-            await self.run_events(message)
-            return
-        await super().dispatch(message)
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.feed.leave(self.group, self)
 
-    async def run_events(self, message: dict[str, Any]) -> None:
+    async def live_events(self, message: dict[str, Any]) -> None:
+        if self.held is not None:
+            self.held.append(message)
+        elif not _has_gap(self.cursors, message["keys"]):
+            await self._send_live(message)
+        else:
+            # a live message went missing (a full channel): refilling reads the log, which
+            # the feed must not wait for; what comes meanwhile is held
+            self.held = [message]
+            self.refilling = asyncio.ensure_future(self._send_held())
+
+    async def _send_held(self) -> None:
+        held = self.held
+        assert held is not None
+        while held:
+            await self._send_live(held.pop(0))
+        self.held = None
+
+    async def _send_live(self, message: dict[str, Any]) -> None:
         cursors = self.cursors
         spans = message.get("spans")
         if self.batched and spans and all(cursors.get(run_id, 0) == first - 1
@@ -193,7 +212,6 @@ class RunConsumer(_JsonFramesConsumer):
             if seq <= seen:
                 continue
             if seq > seen + 1:
-                # a live message went missing (a full channel): refill from the log
                 for missing_seq, missing_text in await _between(run_id, seen, seq):
                     fresh.append(missing_text)
                     cursors[run_id] = missing_seq
@@ -209,6 +227,17 @@ class RunConsumer(_JsonFramesConsumer):
             return
         for text in texts:
             await self.send(text_data=text)
+
+
+def _has_gap(cursors: dict[str, int], keys: Any) -> bool:
+    """Whether the (run id, seq) keys skip a seq past the cursors (events went missing)."""
+    seen: dict[str, int] = {}
+    for run_id, seq in keys:
+        last = seen.get(run_id, cursors.get(run_id, 0))
+        if seq > last + 1:
+            return True
+        seen[run_id] = max(last, seq)
+    return False
 
 
 class InboxConsumer(_JsonFramesConsumer):

@@ -4,7 +4,9 @@ Events are published after they are stored, to the group of their run and of eve
 ancestor, so a client watching a root sees the whole tree. One group message carries a
 batch of events as ready-made JSON texts, and the frame most viewers will send built
 once (see :func:`group_messages`): with a hundred viewers, per-viewer work is what the
-server spends its time on.
+server spends its time on. For the same reason viewers do not subscribe to the channel
+layer one by one: a :class:`RunFeed` subscribes each watched group once per process (and
+event loop) and hands every message to that process's viewers of the group in one pass.
 
 The in-memory layer is process-local and built on asyncio queues, which are not
 thread-safe: a worker thread (its own event loop) cannot put into the queues the server's
@@ -20,9 +22,10 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -135,10 +138,10 @@ def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str
             group_texts, keys = grouped.setdefault(run_group(target), ([], []))
             group_texts.append(text)
             keys.append((run_id, seq))
-    return {group: _events_message(group_texts, keys) for group, (group_texts, keys) in grouped.items()}
+    return {group: _events_message(group, group_texts, keys) for group, (group_texts, keys) in grouped.items()}
 
 
-def _events_message(texts: list[str], keys: list[tuple[str, int]]) -> dict[str, Any]:
+def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]]) -> dict[str, Any]:
     spans: dict[str, list[int]] = {}
     contiguous = True
     for run_id, seq in keys:
@@ -149,10 +152,91 @@ def _events_message(texts: list[str], keys: list[tuple[str, int]]) -> dict[str, 
             span[1] = seq
         else:
             contiguous = False
-    return {"type": "run.events", "texts": tuple(texts), "keys": tuple(keys),
+    return {"type": "run.events", "group": group, "texts": tuple(texts), "keys": tuple(keys),
             "spans": tuple((run_id, first, last) for run_id, (first, last) in spans.items())
             if contiguous else None,
             "batch": texts[0] if len(texts) == 1 else f"[{','.join(texts)}]"}
+
+
+class Viewer(Protocol):
+    async def live_events(self, message: dict[str, Any]) -> None:
+        """Take one ``run.events`` message. Every viewer of the process waits behind this
+        call, so it may wait on its socket but on nothing else (not the database)."""
+
+
+class RunFeed:
+    """This process's subscription to the run groups its viewers watch: one channel, added
+    to each watched group once, whose messages are handed to the group's viewers in one
+    pass. With a channel per viewer, as channels does it, each message woke a hundred
+    consumer tasks, each through a wait on two futures and a new receive task, which was
+    a third of a busy server's time. A group stays subscribed while it has a viewer; the
+    feed stops receiving when it has none."""
+
+    RETRY_SECONDS = 1.0
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.viewers: dict[str, list[Viewer]] = {}
+        self._channel: str | None = None
+        self._receiver: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def join(self, group: str, viewer: Viewer) -> None:
+        """Returns once the group's messages reach the viewer: a message published after
+        this call is delivered (read the backlog after joining, not before)."""
+        async with self._lock:
+            if self._channel is None:
+                self._channel = await self.layer.new_channel()
+                self._receiver = asyncio.get_running_loop().create_task(
+                    self._receive(self._channel), name="handoff-run-feed")
+            # added on every join: refreshes the membership before the layer's group expiry
+            await self.layer.group_add(group, self._channel)
+            self.viewers.setdefault(group, []).append(viewer)
+
+    async def leave(self, group: str, viewer: Viewer) -> None:
+        async with self._lock:
+            members = self.viewers.get(group, [])
+            if viewer not in members:
+                return
+            members.remove(viewer)
+            if members:
+                return
+            del self.viewers[group]
+            assert self._channel is not None
+            await self.layer.group_discard(group, self._channel)
+            if not self.viewers and self._receiver is not None:
+                self._receiver.cancel()
+                self._receiver = self._channel = None
+
+    async def _receive(self, channel: str) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("The run feed could not receive; retrying", exc_info=True)
+                await asyncio.sleep(self.RETRY_SECONDS)
+                continue
+            for viewer in tuple(self.viewers.get(message.get("group", ""), ())):
+                try:
+                    await viewer.live_events(message)
+                except Exception:
+                    logger.warning("A viewer could not take live events", exc_info=True)
+
+
+_feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunFeed] = weakref.WeakKeyDictionary()
+
+
+def feed() -> RunFeed:
+    """The running loop's feed (a process serves its websockets from one loop; tests run
+    one loop each), on the current channel layer."""
+    loop = asyncio.get_running_loop()
+    layer = get_channel_layer()
+    current = _feeds.get(loop)
+    if current is None or current.layer is not layer:
+        current = _feeds[loop] = RunFeed(layer)
+    return current
 
 
 async def _send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:
