@@ -181,7 +181,7 @@ class RunConsumer(_JsonFramesConsumer):
     async def live_events(self, message: dict[str, Any]) -> None:
         if self.held is not None:
             self.held.append(message)
-        elif not _has_gap(self.cursors, message["keys"]):
+        elif not _has_gap(self.cursors, message):
             await self._send_live(message)
         else:
             # a live message went missing (a full channel): refilling reads the log, which
@@ -229,10 +229,15 @@ class RunConsumer(_JsonFramesConsumer):
             await self.send(text_data=text)
 
 
-def _has_gap(cursors: dict[str, int], keys: Any) -> bool:
-    """Whether the (run id, seq) keys skip a seq past the cursors (events went missing)."""
+def _has_gap(cursors: dict[str, int], message: dict[str, Any]) -> bool:
+    """Whether the message's events skip a seq past the cursors (events went missing). A
+    message's spans (one per run, when its seqs are contiguous) answer it without a look
+    at every event, for every viewer."""
+    spans = message.get("spans")
+    if spans:
+        return any(first > cursors.get(run_id, 0) + 1 for run_id, first, _ in spans)
     seen: dict[str, int] = {}
-    for run_id, seq in keys:
+    for run_id, seq in message["keys"]:
         last = seen.get(run_id, cursors.get(run_id, 0))
         if seq > last + 1:
             return True

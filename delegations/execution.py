@@ -119,20 +119,17 @@ class WatchReport:
 
 
 def _watch_poll(root_id: str, owner: str, renew: bool) -> WatchReport:
-    try:
-        held = True
-        if renew:
-            held = bool(Run.objects.filter(pk=root_id, lease_owner=owner).update(
-                lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
-        tree = Q(pk=root_id) | Q(root_id=root_id)
-        cancel = list(Run.objects.filter(tree, cancel_requested_at__isnull=False)
-                      .exclude(state__in=TERMINAL).values_list("pk", flat=True))
-        messages = list(RunMessage.objects.filter(Q(run_id=root_id) | Q(run__root_id=root_id),
-                                                  delivered_at__isnull=True)
-                        .values_list("pk", "run_id", "text"))
-        return WatchReport(held, cancel, messages)
-    finally:
-        close_old_connections()
+    held = True
+    if renew:
+        held = bool(Run.objects.filter(pk=root_id, lease_owner=owner).update(
+            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
+    tree = Q(pk=root_id) | Q(root_id=root_id)
+    cancel = list(Run.objects.filter(tree, cancel_requested_at__isnull=False)
+                  .exclude(state__in=TERMINAL).values_list("pk", flat=True))
+    messages = list(RunMessage.objects.filter(Q(run_id=root_id) | Q(run__root_id=root_id),
+                                              delivered_at__isnull=True)
+                    .values_list("pk", "run_id", "text"))
+    return WatchReport(held, cancel, messages)
 
 
 def _mark_delivered(message_ids: list[int]) -> None:

@@ -74,13 +74,23 @@ class WorkerThread(threading.Thread):
         try:
             while not self._stop_event.is_set():
                 self._wake.clear()  # before polling: an enqueue during the poll polls again
-                self._worker.run()
+                if self._task_ready():
+                    self._worker.run()
                 self._wake.wait(self.interval)
         except Exception:
             logger.exception("Worker %s stopped on an error", self.worker_id)
         finally:
             task_enqueued.disconnect(self._task_enqueued)
             close_old_connections()
+
+    def _task_ready(self) -> bool:
+        """A plain read, before the worker's poll: the poll takes SQLite's write lock (and
+        reconnects) every time, and five times a second that made the runs' event writes
+        queue behind it."""
+        from django_tasks_db.models import DBTaskResult
+
+        return bool(DBTaskResult.objects.ready().filter(
+            backend_name=self._worker.backend_name, queue_name__in=self._worker.queue_names).exists())
 
     def _task_enqueued(self, sender: Any, **kwargs: Any) -> None:
         self._wake.set()

@@ -217,3 +217,19 @@ async def test_a_channel_keeps_its_queue_while_its_consumer_receives_and_drops_i
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert channel not in layer.channels
+
+
+@pytest.mark.parametrize(("keys", "cursors", "gap"), [
+    ([("a", 3), ("b", 1), ("a", 4)], {"a": 2}, False),       # in step
+    ([("a", 1), ("a", 2)], {"a": 2}, False),                 # seen already (an overlap)
+    ([("a", 2), ("a", 3)], {"a": 0}, True),                  # seq 1 went missing
+    ([("a", 3), ("b", 2)], {"a": 2}, True),                  # b's first event went missing
+    ([("a", 3), ("a", 5)], {"a": 2}, True),                  # a hole inside the message
+])
+def test_a_gap_is_found_with_and_without_the_messages_spans(
+        keys: list[tuple[str, int]], cursors: dict[str, int], gap: bool) -> None:
+    from delegations.consumers import _has_gap
+
+    message = live._events_message("run.x", ["{}"] * len(keys), keys)
+    assert _has_gap(cursors, message) is gap
+    assert _has_gap(cursors, {**message, "spans": None}) is gap
