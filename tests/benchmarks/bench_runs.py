@@ -15,13 +15,16 @@ zero latency:
    carry a JSON array of events); ``--frames single`` measures one event per frame, and
    the default measures both. For every event every client receives, latency = arrival
    time - the event's ``ts`` (set when the runner handed it to the sink; so it covers
-   storing, publishing and the websocket). Every client checks every event: per run,
+   storing, publishing and the websocket). Arrival is when the client's kernel received
+   the bytes (SO_TIMESTAMPNS); ``client_read_lag_*`` reports how much later this process
+   read them, which is this machine's 100 clients waiting for a core, not delivery.
+   Every client checks every event: per run,
    seqs must arrive exactly once and in order, and each run's last seq must match the
    event log (``lost``, ``doubled_or_unordered``).
 
    The clients share the server's 2 cores, so they are kept cheap, or the figure would
-   measure them: one asyncio Protocol per client (no StreamReader; each read scanned
-   once for whole frames) and no JSON decoding: a regular expression pulls run id, seq,
+   measure them: a non-blocking socket per client read by a loop callback (each read
+   scanned once for whole frames) and no JSON decoding: a regular expression pulls run id, seq,
    type and ts out of each event's leading keys (the server always writes them first,
    and a quote inside a JSON string is escaped, so text in an event's data cannot match).
    ``clients_cpu_s`` and ``server_cpu_s`` report what each side spent while the run went.
@@ -42,6 +45,7 @@ import platform
 import re
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -107,39 +111,69 @@ def quantile(values: list[float], q: float) -> float:
 EVENT = re.compile(rb'\{"run_id":"([^"]+)","seq":(\d+),"type":"([^"]+)","ts":([-+.eE0-9]+)')
 
 
-class Viewer(asyncio.Protocol):
+# Linux: stamp each read with the time the kernel received the data (struct timespec)
+SO_TIMESTAMPNS = 35
+TIMESPEC = struct.Struct("@qq")
+
+
+class Viewer:
     """One websocket client watching a run, written to cost the measuring process as
     little as possible, so that 100 of them on the server's 2 cores measure the server:
-    an asyncio Protocol (no StreamReader, one buffer scan per read), and events are not
-    JSON-decoded: EVENT pulls run id, seq, type and ts out of the frame text. It still
-    checks every event it receives: per run, seqs must arrive exactly once and in order
-    (``lost``, ``doubled_or_unordered``), and its latency is the read time - ``ts``."""
+    a non-blocking socket read by a loop callback, one buffer scan per read, and events
+    are not JSON-decoded: EVENT pulls run id, seq, type and ts out of the frame text. It
+    still checks every event it receives: per run, seqs must arrive exactly once and in
+    order (``lost``, ``doubled_or_unordered``).
 
-    def __init__(self, request: bytes, root_id: str) -> None:
+    An event's arrival is when the kernel received the bytes on this client's socket
+    (SO_TIMESTAMPNS), not when this process got round to reading them: with 100 sockets
+    in one process sharing the server's 2 cores, the time a client waits for its own
+    turn on the CPU would be measured as delivery. ``read_lag`` keeps what that wait was
+    (read time - kernel time), so both can be reported."""
+
+    def __init__(self, sock: socket.socket, request: bytes, root_id: str) -> None:
         loop = asyncio.get_running_loop()
-        self.request, self.root_id = request, root_id.encode()
+        self.sock, self.root_id = sock, root_id.encode()
         self.buffer = bytearray()
         self.upgraded = False
         self.parts: list[bytes] = []
-        self.transport: asyncio.Transport | None = None
         self.last_seq: dict[bytes, int] = {}
         self.latencies = array("d")
+        self.read_lag = array("d")   # per read: when this process read it - when it arrived
         self.events = self.lost = self.doubled = 0
         self.synced: asyncio.Future[None] = loop.create_future()
         self.finished: asyncio.Future[None] = loop.create_future()  # the root's result came
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.sendall(request)
+        sock.setblocking(False)
+        loop.add_reader(sock.fileno(), self._readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.write(self.request)
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(1 << 18, socket.CMSG_SPACE(TIMESPEC.size))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.connection_lost(exc)
+            return
+        read_at = time.time()
+        if not data:
+            self.connection_lost(None)
+            return
+        arrived = read_at
+        for level, kind, value in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                seconds, nanoseconds = TIMESPEC.unpack(value[:TIMESPEC.size])
+                arrived = seconds + nanoseconds / 1e9
+        self.read_lag.append(read_at - arrived)
+        self.data_received(data, arrived)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.close()
         for future in (self.synced, self.finished):
             if not future.done():
                 future.set_exception(ConnectionError("the server closed the websocket"))
 
-    def data_received(self, data: bytes) -> None:
-        arrived = time.time()
+    def data_received(self, data: bytes, arrived: float) -> None:
         buffer = self.buffer
         buffer += data
         if not self.upgraded:
@@ -170,8 +204,7 @@ class Viewer(asyncio.Protocol):
             if opcode == 9:
                 self._send_frame(10, payload)  # a pong, or Daphne drops us
             elif opcode == 8:
-                if self.transport is not None:
-                    self.transport.close()
+                self.close()
             elif opcode in (0, 1):
                 self.parts.append(payload)
                 if first & 0x80:
@@ -202,12 +235,13 @@ class Viewer(asyncio.Protocol):
 
     def _send_frame(self, opcode: int, payload: bytes) -> None:
         # client frames are masked (RFC 6455 §5.3); a zero mask leaves the payload as is
-        assert self.transport is not None and len(payload) < 126
-        self.transport.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + bytes(4) + payload)
+        assert len(payload) < 126
+        self.sock.send(bytes([0x80 | opcode, 0x80 | len(payload)]) + bytes(4) + payload)
 
     def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        if self.sock.fileno() >= 0:
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+            self.sock.close()
 
 
 async def open_viewer(port: int, path: str, cookie: str, root_id: str) -> Viewer:
@@ -216,9 +250,8 @@ async def open_viewer(port: int, path: str, cookie: str, root_id: str) -> Viewer
                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
                f"Sec-WebSocket-Version: 13\r\nOrigin: http://127.0.0.1:{port}\r\n"
                f"Cookie: {cookie}\r\n\r\n").encode()
-    loop = asyncio.get_running_loop()
-    _, viewer = await loop.create_connection(lambda: Viewer(request, root_id), "127.0.0.1", port)
-    return viewer
+    sock = socket.create_connection(("127.0.0.1", port))
+    return Viewer(sock, request, root_id)
 
 
 # -- the server under test --------------------------------------------------------------------
@@ -399,6 +432,7 @@ async def delivery(port: int, cookie: str, server_pid: int, *, clients: int, chi
             lost += max(0, last - viewer.last_seq.get(member.encode(), 0))
         doubled += sum(1 for member in viewer.last_seq if member.decode() not in stored)
     latencies = sorted(lat for viewer in viewers for lat in viewer.latencies)
+    read_lag = [lag for viewer in viewers for lag in viewer.read_lag]
     return {"figure": "event_delivery_sink_to_websocket", "clients": clients,
             "frames": "batched" if batch else "one event per frame",
             "concurrency": concurrency, "leaf_delay_ms": leaf_delay_ms, "runs_in_tree": len(stored),
@@ -408,6 +442,8 @@ async def delivery(port: int, cookie: str, server_pid: int, *, clients: int, chi
             "p50_ms": round(quantile(latencies, 0.5) * 1e3, 2),
             "p99_ms": round(quantile(latencies, 0.99) * 1e3, 2),
             "max_ms": round(latencies[-1] * 1e3, 2) if latencies else None,
+            "client_read_lag_p50_ms": round(quantile(read_lag, 0.5) * 1e3, 2),
+            "client_read_lag_p99_ms": round(quantile(read_lag, 0.99) * 1e3, 2),
             "server_cpu_s": round(server_cpu, 1), "clients_cpu_s": round(client_cpu, 1),
             "wall_s": round(elapsed, 1)}
 
