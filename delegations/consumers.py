@@ -152,7 +152,16 @@ class RunConsumer(_JsonFramesConsumer):
         self.feed = live.feed()
         self.group = live.run_group(self.run_id)
         await self.feed.join(self.group, self)
-        await self.accept()
+        try:
+            await self.accept()
+            await self._catch_up(whole_tree, tree)
+        except BaseException:
+            await self.feed.leave(self.group, self)  # the feed must not keep a dead viewer
+            raise
+
+    async def _catch_up(self, whole_tree: bool, tree: list[str]) -> None:
+        """The backlog past the client's cursors, ``synced``, then the live messages held
+        meanwhile."""
         cursors, problems = _query_cursors(self.scope.get("query_string", b""), self.run_id)
         for problem in problems:
             await self.send_error(problem)
