@@ -45,7 +45,7 @@ import json  # noqa: E402
 from django.utils.html import format_html  # noqa: E402
 from django.utils.safestring import SafeString  # noqa: E402
 
-from .models import Approval, Delegation, Run, RunEvent, RunMessage  # noqa: E402
+from .models import Approval, Delegation, Run, RunCheckpoint, RunEvent, RunMessage  # noqa: E402
 
 
 def _pretty(value: Any) -> SafeString:
@@ -78,7 +78,7 @@ class RunEventInline(admin.TabularInline):
 
 RunJson = type("RunJson", (), _json_fields(
     "packet", "adapter_config", "capabilities", "budget", "usage", "result", "criteria_report",
-    "findings", "error", "previous_failure", "checkpoint"))
+    "findings", "error", "previous_failure"))
 
 
 @admin.register(Run)
@@ -113,6 +113,10 @@ class RunAdmin(RunJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
                                   "cancel_requested_at", "last_seq", "checkpoint_pretty"]}),
     ]
     inlines = [RunEventInline]
+
+    @admin.display(description="checkpoint")
+    def checkpoint_pretty(self, obj: Run) -> SafeString:
+        return _pretty(RunCheckpoint.objects.filter(run=obj).values_list("data", flat=True).first())
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # runs start through the API, the pages or run_delegation

@@ -21,17 +21,17 @@ from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from delegations.models import Run, RunEvent
+from delegations.models import Run, RunCheckpoint, RunEvent
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.events import EventType
 from delegations.protocol.lifecycle import RunState, can_transition
 
 logger = logging.getLogger(__name__)
 
-# large JSON columns a batch never reads (a coordinator's checkpoint or scripted config can
-# be hundreds of kB): loading them on every batch would cost more than the writes. A
-# parent's adapter_config is loaded when it announces a child (see _child_row).
-BULKY_FIELDS = ("packet", "checkpoint", "result", "criteria_report", "previous_failure",
+# large JSON columns a batch never reads (a scripted config can be hundreds of kB): loading
+# them on every batch would cost more than the writes. A parent's adapter_config is loaded
+# when it announces a child (see _child_row).
+BULKY_FIELDS = ("packet", "result", "criteria_report", "previous_failure",
                 "adapter_config")
 
 
@@ -215,14 +215,16 @@ def _update_rows(group: list[Run], names: tuple[str, ...]) -> None:
 
 
 def _store_checkpoints(texts: dict[str, str]) -> None:
-    """UPDATE the checkpoint column with JSON text as it is (JSONField would encode it again)."""
+    """Insert or replace each run's checkpoint with its JSON text as it is (JSONField would
+    encode it again); SQLite and PostgreSQL both have INSERT ... ON CONFLICT."""
     if not texts:
         return
     quote = connection.ops.quote_name
-    sql = (f"UPDATE {quote(Run._meta.db_table)} SET {quote('checkpoint')} = {_json_placeholder()} "
-           f"WHERE {quote('id')} = %s")
+    table, run, data = quote(RunCheckpoint._meta.db_table), quote("run_id"), quote("data")
+    sql = (f"INSERT INTO {table} ({run}, {data}) VALUES (%s, {_json_placeholder()}) "
+           f"ON CONFLICT ({run}) DO UPDATE SET {data} = excluded.{data}")
     with connection.cursor() as cursor:
-        cursor.executemany(sql, [(text, run_id) for run_id, text in texts.items()])
+        cursor.executemany(sql, [(run_id, text) for run_id, text in texts.items()])
 
 
 def _child_row(parent: Run, data: dict[str, Any], runs: dict[str, Run]) -> Run | None:

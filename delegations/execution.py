@@ -153,7 +153,7 @@ class Execution:
         self.runner = Runner(sink=self.sink, gate=self.gate, checkpoints=self.checkpoints,
                              settings=runner_settings())
         self._cancelled: set[str] = set()
-        self._resume = bool(run.checkpoint)
+        self._resume = run.has_checkpoint
 
     async def execute(self) -> str:
         """A worker's whole turn: run or resume the tree, store everything, release the

@@ -20,7 +20,7 @@ from django.utils import timezone
 from delegations import live
 from delegations.eventlog import PendingEvent, persist_batch
 from delegations.execution import adapter_config, has_pending_approvals
-from delegations.models import Approval, Delegation, Run, RunMessage
+from delegations.models import Approval, Delegation, Run, RunCheckpoint, RunMessage
 from delegations.models.runs import TERMINAL, new_run_id, session_key_for
 from delegations.protocol.adapters import make_adapter
 from delegations.protocol.approvals import Decision
@@ -103,7 +103,8 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
 
 
 def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
-    checkpoint = dict(run.checkpoint) if isinstance(run.checkpoint, dict) else Checkpoint(
+    saved = RunCheckpoint.objects.filter(run=run).values_list("data", flat=True).first()
+    checkpoint = dict(saved) if isinstance(saved, dict) else Checkpoint(
         run_id=run.pk, parent_run_id=run.parent_id, root_run_id=run.root_run_id, depth=run.depth,
         label=run.label, session_key=run.session_key, packet=run.packet,
         adapter_name=run.adapter_name).model_dump(mode="json")
@@ -111,7 +112,7 @@ def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
     checkpoint["outcome"] = {"state": announce["state"], "result": announce["result"],
                              "criteria_report": None, "usage": announce["usage"],
                              "error": announce["error"], "announce": announce, "findings": []}
-    Run.objects.filter(pk=run.pk).update(checkpoint=checkpoint)
+    RunCheckpoint.objects.update_or_create(run=run, defaults={"data": checkpoint})
 
 
 def _expire_approvals(approvals: Any) -> None:
@@ -332,7 +333,7 @@ def sweep_runs(now: datetime | None = None) -> dict[str, list[str]]:
             lease_owner="", lease_expires_at=None, recoveries=root.recoveries + 1)
         if not claimed:
             continue  # another sweeper took it, or the worker renewed just now
-        resumable = bool(root.checkpoint) or root.state in (RunState.PENDING, RunState.ACCEPTED)
+        resumable = root.has_checkpoint or root.state in (RunState.PENDING, RunState.ACCEPTED)
         if resumable and root.recoveries < MAX_RECOVERIES:
             with transaction.atomic():
                 append_events([(root, "log", {

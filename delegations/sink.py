@@ -26,7 +26,7 @@ from django.db import DatabaseError, close_old_connections, connection
 
 from delegations import live
 from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
-from delegations.models import Approval, Run
+from delegations.models import Approval, RunCheckpoint
 from delegations.protocol.approvals import (
     ApprovalDecision,
     ApprovalRequest,
@@ -247,7 +247,7 @@ class DjangoEventSink:
 
 
 class DjangoCheckpointStore:
-    """Checkpoints in ``Run.checkpoint``, written in order with the run's events."""
+    """Checkpoints in ``RunCheckpoint``, written in order with the run's events."""
 
     def __init__(self, sink: DjangoEventSink) -> None:
         self.sink = sink
@@ -271,7 +271,7 @@ class DjangoCheckpointStore:
 
 
 def _load_checkpoint(run_id: str) -> dict[str, Any] | None:
-    value = Run.objects.filter(pk=run_id).values_list("checkpoint", flat=True).first()
+    value = RunCheckpoint.objects.filter(run_id=run_id).values_list("data", flat=True).first()
     return value if isinstance(value, dict) else None
 
 

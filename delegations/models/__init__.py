@@ -1,8 +1,8 @@
 from .approvals import Approval
 from .delegations import Delegation
 from .events import RunEvent
-from .runs import Run, RunMessage
+from .runs import Run, RunCheckpoint, RunMessage
 from .tokens import APIToken
 from .workers import WorkerHeartbeat
 
-__all__ = ["APIToken", "Approval", "Delegation", "Run", "RunEvent", "RunMessage", "WorkerHeartbeat"]
+__all__ = ["APIToken", "Approval", "Delegation", "Run", "RunCheckpoint", "RunEvent", "RunMessage", "WorkerHeartbeat"]

@@ -134,7 +134,6 @@ class Run(models.Model):
     recoveries = models.PositiveSmallIntegerField(
         default=0, help_text="Times the run was resumed after its worker was lost.")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    checkpoint = models.JSONField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0, help_text="Seq of the last event.")
 
     objects = RunQuerySet.as_manager()
@@ -150,6 +149,11 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def has_checkpoint(self) -> bool:
+        """Whether the run saved where it can be continued from (a resume needs it)."""
+        return RunCheckpoint.objects.filter(run_id=self.pk).exists()
 
     @property
     def is_root(self) -> bool:
@@ -220,6 +224,22 @@ class Run(models.Model):
             self.finished_at = now
             changed.append("finished_at")
         return changed
+
+
+class RunCheckpoint(models.Model):
+    """Where a run can be continued from (the runner's checkpoint, replaced on every save).
+
+    A table of its own, not a column of the run: SQLite rewrites a whole row on every
+    update, and a coordinator's checkpoint (its conversation, with its children's
+    results) grows to megabytes, while its row is updated with nearly every stored batch
+    of its tree (seq, usage)."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True,
+                               related_name="saved_checkpoint")
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"checkpoint of {self.run_id}"
 
 
 class RunMessage(models.Model):

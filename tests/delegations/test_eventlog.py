@@ -14,7 +14,7 @@ from django.db import close_old_connections
 
 from delegations import live
 from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
-from delegations.models import Run, RunEvent
+from delegations.models import Run, RunCheckpoint, RunEvent
 from delegations.models.runs import new_run_id
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.sink import DatabaseThread, DjangoCheckpointStore, DjangoEventSink
@@ -210,8 +210,7 @@ def test_a_saved_checkpoint_is_stored_with_the_events_before_it_and_loads_back()
     finally:
         db.close()
     assert loaded is not None and loaded.iteration == 3
-    root.refresh_from_db()
-    assert root.checkpoint["iteration"] == 3 and seqs(root) == [1]
+    assert RunCheckpoint.objects.get(run=root).data["iteration"] == 3 and seqs(root) == [1]
 
 
 async def _keep_then_finish(db: DatabaseThread, run_id: str) -> tuple[bool, bool, Checkpoint | None]:
@@ -256,3 +255,27 @@ def test_an_event_value_json_cannot_hold_is_stored_as_text_not_lost() -> None:
     finally:
         db.close()
     assert RunEvent.objects.get(run=root).data == {"path": "/tmp/x", "when": "2026-01-02", "ratio": None}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_moves_saved_checkpoints_into_their_own_table_and_back(composer: Any) -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("delegations", "0003_runs")], [("delegations", "0004_run_checkpoints")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_run = executor.loader.project_state(before[0]).apps.get_model("delegations", "Run")
+    for run_id, checkpoint in (("a" * 32, {"run_id": "a" * 32, "iteration": 2}), ("b" * 32, None)):
+        old_run.objects.create(id=run_id, root_id=run_id, owner_id=composer.pk, adapter_name="scripted",
+                               input_hash="0" * 64, checkpoint=checkpoint)
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    assert dict(RunCheckpoint.objects.values_list("run_id", "data")) == {"a" * 32: {"run_id": "a" * 32,
+                                                                                    "iteration": 2}}
+    assert Run.objects.get(pk="a" * 32).has_checkpoint and not Run.objects.get(pk="b" * 32).has_checkpoint
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_run = executor.loader.project_state(before[0]).apps.get_model("delegations", "Run")
+    assert old_run.objects.get(pk="a" * 32).checkpoint == {"run_id": "a" * 32, "iteration": 2}
+    MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())

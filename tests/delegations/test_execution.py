@@ -14,7 +14,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from delegations.execution import execute
-from delegations.models import Approval, Run, RunEvent, RunMessage
+from delegations.models import Approval, Run, RunCheckpoint, RunEvent, RunMessage
 from delegations.protocol.adapters import register_adapter
 from delegations.protocol.adapters.base import Message, ModelTurn, TextCallback, ToolSchema
 from delegations.protocol.adapters.scripted import ScriptedAdapter
@@ -74,7 +74,7 @@ def test_an_approval_parks_the_run_without_a_worker_and_the_decision_resumes_it(
     assert run.state == "AWAITING_APPROVAL" and run.lease_owner == ""
     approval = Approval.objects.get(run=run)
     assert approval.kind == "capability" and approval.status == "pending"
-    assert run.checkpoint and run.checkpoint["parked"]["key"] == approval.key
+    assert RunCheckpoint.objects.get(run=run).data["parked"]["key"] == approval.key
     approval_decide(approval=approval, user=approver, decision="approve")
     assert state_of(run) == "COMPLETE"
     decided = [e.data for e in events_of(run) if e.type == "approval" and e.data.get("decision")]
@@ -133,8 +133,9 @@ def test_a_run_whose_worker_died_is_resumed_from_its_checkpoint(immediate_tasks:
     run.refresh_from_db()
     assert run.state == "WORKING" and run.lease_owner  # the dead worker still "holds" it
     # the checkpoint holds the first turn and its tool result
-    assert run.checkpoint["iteration"] == 1
-    assert any(m["role"] == "tool" for m in run.checkpoint["messages"])
+    checkpoint = RunCheckpoint.objects.get(run=run).data
+    assert checkpoint["iteration"] == 1
+    assert any(m["role"] == "tool" for m in checkpoint["messages"])
     assert sweep_runs()["resumed"] == []  # its lease has not expired yet
     expire_lease(run)
     report = sweep_runs()
@@ -163,8 +164,8 @@ def test_a_run_that_keeps_losing_its_worker_is_failed_instead_of_resumed_forever
     run = run_create(packet=scripts.packet(), adapter="scripted", config=scripts.leaf(),
                      owner=composer, start=False)
     Run.objects.filter(pk=run.pk).update(state="WORKING", lease_owner="gone-1", recoveries=3,
-                                         checkpoint={"run_id": run.pk, "root_run_id": run.pk},
                                          lease_expires_at=timezone.now() - timedelta(seconds=5))
+    RunCheckpoint.objects.create(run=run, data={"run_id": run.pk, "root_run_id": run.pk})
     assert sweep_runs()["failed"] == [run.pk]
     run.refresh_from_db()
     assert run.error["code"] == "ERR_WORKER_LOST" and "resumed 3 times" in run.error["message"]
