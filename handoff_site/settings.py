@@ -35,7 +35,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -162,7 +161,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_choice(
         "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
-    "loggers": {"django_tasks_db": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+    "loggers": {"django_tasks_db": {"level": "WARNING"}, "uvicorn.error": {"level": "WARNING"}},
 }
 
 # --- Handoff ----------------------------------------------------------------------------

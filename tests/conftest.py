@@ -113,7 +113,7 @@ def _test_database_url() -> str:
 @pytest.fixture(scope="session")
 def live_server_process(django_db_setup: Any, django_db_blocker: Any,
                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`manage.py serve` in a subprocess against the test database: real Daphne, real
+    """`manage.py serve` in a subprocess against the test database: real uvicorn, real
     websockets, real embedded worker. Tests using it need `transactional_db`."""
     with django_db_blocker.unblock():
         database_url = _test_database_url()

@@ -1,7 +1,7 @@
 """Runs end to end through the product: the HTTP API, SQLite, the embedded django-tasks-db
 worker and websockets (issue 6's benchmark).
 
-It starts a real `manage.py serve` (Daphne + the embedded worker thread, in-memory
+It starts a real `manage.py serve` (uvicorn + the embedded worker thread, in-memory
 channel layer) on a throwaway SQLite database and measures, with the scripted adapter at
 zero latency:
 
@@ -202,7 +202,7 @@ class Viewer:
             position += header + length
             opcode = first & 0x0F
             if opcode == 9:
-                self._send_frame(10, payload)  # a pong, or Daphne drops us
+                self._send_frame(10, payload)  # a pong, or the server drops us
             elif opcode == 8:
                 self.close()
             elif opcode in (0, 1):
