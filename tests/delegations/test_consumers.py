@@ -233,3 +233,19 @@ def test_a_gap_is_found_with_and_without_the_messages_spans(
     message = live._events_message("run.x", ["{}"] * len(keys), keys)
     assert _has_gap(cursors, message) is gap
     assert _has_gap(cursors, {**message, "spans": None}) is gap
+
+
+async def test_viewers_of_one_run_share_the_feed_and_it_stops_with_the_last_one(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    first, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
+    second, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
+    for communicator in (first, second):
+        await frames_until_synced(communicator)
+    feed = live.feed()
+    assert len(feed.viewers[live.run_group(root.pk)]) == 2
+    await first.disconnect()
+    stored = await database_sync_to_async(persist_batch)([PendingEvent(root.pk, "log", {"n": 1}, time.time())])
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    assert json.loads(await second.receive_from(timeout=5))["seq"] == 1  # the group stays subscribed
+    await second.disconnect()
+    assert feed.viewers == {} and feed._receiver is None
