@@ -51,8 +51,9 @@ def register_consumer_loop() -> None:
 
 
 class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
-    """channels' in-memory layer, made cheap for one message to many channels (a run
-    watched by a hundred viewers). The stock layer deep-copies the message for every
+    """channels' in-memory layer, made cheap for one message to many channels (the inbox
+    group of every approver's socket; a run's viewers share one channel, see RunFeed),
+    and for a channel that receives message after message. The stock layer deep-copies the message for every
     channel in a task of its own, sweeps every channel for expired messages on each send
     and receive (work that grows with the square of the audience) and builds a queue on
     every receive; here a message that holds only immutable values (strings, numbers,
