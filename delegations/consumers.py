@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -11,6 +12,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import live
+
+logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -187,23 +190,29 @@ class RunConsumer(_JsonFramesConsumer):
         if self.group is not None:
             await self.feed.leave(self.group, self)
 
-    async def live_events(self, message: dict[str, Any]) -> None:
+    def take(self, message: dict[str, Any]) -> None:
+        """Called by the feed with each message of the watched group; it never waits. The
+        message is sent at once when the socket takes it (an eager task that finishes on
+        the spot); while a send waits on a slow socket, the backlog is being sent or a
+        gap is refilled from the log, later messages are held and sent after it, in
+        order. So one slow viewer never holds up the others."""
         if self.held is not None:
             self.held.append(message)
-        elif not _has_gap(self.cursors, message):
-            await self._send_live(message)
-        else:
-            # a live message went missing (a full channel): refilling reads the log, which
-            # the feed must not wait for; what comes meanwhile is held
-            self.held = [message]
-            self.refilling = asyncio.ensure_future(self._send_held())
+            return
+        self.held = [message]
+        self.sending = asyncio.Task(self._send_held(), loop=asyncio.get_running_loop(), eager_start=True)
 
     async def _send_held(self) -> None:
         held = self.held
         assert held is not None
-        while held:
-            await self._send_live(held.pop(0))
-        self.held = None
+        try:
+            while held:
+                await self._send_live(held.pop(0))
+        except Exception:
+            # the socket went away (its disconnect takes the viewer off the feed)
+            logger.debug("Live events for a closed socket dropped", exc_info=True)
+        finally:
+            self.held = None
 
     async def _send_live(self, message: dict[str, Any]) -> None:
         cursors = self.cursors
@@ -236,22 +245,6 @@ class RunConsumer(_JsonFramesConsumer):
             return
         for text in texts:
             await self.send(text_data=text)
-
-
-def _has_gap(cursors: dict[str, int], message: dict[str, Any]) -> bool:
-    """Whether the message's events skip a seq past the cursors (events went missing). A
-    message's spans (one per run, when its seqs are contiguous) answer it without a look
-    at every event, for every viewer."""
-    spans = message.get("spans")
-    if spans:
-        return any(first > cursors.get(run_id, 0) + 1 for run_id, first, _ in spans)
-    seen: dict[str, int] = {}
-    for run_id, seq in message["keys"]:
-        last = seen.get(run_id, cursors.get(run_id, 0))
-        if seq > last + 1:
-            return True
-        seen[run_id] = max(last, seq)
-    return False
 
 
 class InboxConsumer(_JsonFramesConsumer):

@@ -160,9 +160,9 @@ def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]]) -
 
 
 class Viewer(Protocol):
-    async def live_events(self, message: dict[str, Any]) -> None:
-        """Take one ``run.events`` message. Every viewer of the process waits behind this
-        call, so it may wait on its socket but on nothing else (not the database)."""
+    def take(self, message: dict[str, Any]) -> None:
+        """Take one ``run.events`` message without waiting: every viewer of the process
+        is handed it in the same pass."""
 
 
 class RunFeed:
@@ -221,7 +221,7 @@ class RunFeed:
                 continue
             for viewer in tuple(self.viewers.get(message.get("group", ""), ())):
                 try:
-                    await viewer.live_events(message)
+                    viewer.take(message)
                 except Exception:
                     logger.warning("A viewer could not take live events", exc_info=True)
 

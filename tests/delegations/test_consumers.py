@@ -219,22 +219,6 @@ async def test_a_channel_keeps_its_queue_while_its_consumer_receives_and_drops_i
     assert channel not in layer.channels
 
 
-@pytest.mark.parametrize(("keys", "cursors", "gap"), [
-    ([("a", 3), ("b", 1), ("a", 4)], {"a": 2}, False),       # in step
-    ([("a", 1), ("a", 2)], {"a": 2}, False),                 # seen already (an overlap)
-    ([("a", 2), ("a", 3)], {"a": 0}, True),                  # seq 1 went missing
-    ([("a", 3), ("b", 2)], {"a": 2}, True),                  # b's first event went missing
-    ([("a", 3), ("a", 5)], {"a": 2}, True),                  # a hole inside the message
-])
-def test_a_gap_is_found_with_and_without_the_messages_spans(
-        keys: list[tuple[str, int]], cursors: dict[str, int], gap: bool) -> None:
-    from delegations.consumers import _has_gap
-
-    message = live._events_message("run.x", ["{}"] * len(keys), keys)
-    assert _has_gap(cursors, message) is gap
-    assert _has_gap(cursors, {**message, "spans": None}) is gap
-
-
 async def test_viewers_of_one_run_share_the_feed_and_it_stops_with_the_last_one(composer: Any) -> None:
     root = await database_sync_to_async(make_root)(composer)
     first, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
@@ -249,3 +233,34 @@ async def test_viewers_of_one_run_share_the_feed_and_it_stops_with_the_last_one(
     assert json.loads(await second.receive_from(timeout=5))["seq"] == 1  # the group stays subscribed
     await second.disconnect()
     assert feed.viewers == {} and feed._receiver is None
+
+
+async def test_a_viewer_whose_socket_is_slow_does_not_hold_up_the_others(
+        composer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from delegations.consumers import RunConsumer
+
+    socket_free = asyncio.Event()
+    send = RunConsumer.send
+
+    async def slow_send(self: RunConsumer, text_data: str | None = None, **kwargs: Any) -> None:
+        if b"slow" in self.scope["query_string"] and text_data and '"seq"' in text_data:
+            await socket_free.wait()  # as a full socket buffer would make it wait
+        await send(self, text_data=text_data, **kwargs)
+
+    monkeypatch.setattr(RunConsumer, "send", slow_send)
+    root = await database_sync_to_async(make_root)(composer)
+    slow, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?slow=1")  # first in the feed's pass
+    fast, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
+    for communicator in (slow, fast):
+        await frames_until_synced(communicator)
+    for n in range(2):
+        stored = await database_sync_to_async(persist_batch)([PendingEvent(root.pk, "log", {"n": n}, time.time())])
+        await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    assert [json.loads(await fast.receive_from(timeout=5))["seq"] for _ in range(2)] == [1, 2]
+    assert await slow.receive_nothing(timeout=0.2)
+    socket_free.set()
+    assert [json.loads(await slow.receive_from(timeout=5))["seq"] for _ in range(2)] == [1, 2]
+    for communicator in (slow, fast):
+        await communicator.disconnect()
