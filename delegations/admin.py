@@ -116,7 +116,7 @@ class RunAdmin(RunJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
 
     @admin.display(description="checkpoint")
     def checkpoint_pretty(self, obj: Run) -> SafeString:
-        return _pretty(RunCheckpoint.objects.filter(run=obj).values_list("data", flat=True).first())
+        return _pretty(RunCheckpoint.data_of(obj.pk))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # runs start through the API, the pages or run_delegation

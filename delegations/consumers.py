@@ -130,8 +130,9 @@ class RunConsumer(_JsonFramesConsumer):
     ``batch=1`` lets a frame carry a JSON array of events (busy trees, many viewers).
 
     Live events come from the process's :class:`live.RunFeed`, not from a channel of the
-    consumer's own. While the backlog is sent, or a gap in the live events is refilled
-    from the log, the live messages that arrive are held and sent after it, in order."""
+    consumer's own. While the backlog is sent, a gap is refilled from the log or a send
+    waits on a slow socket, the live messages that arrive are held and sent after it, in
+    order (see :meth:`take`)."""
 
     group: str | None = None
 
@@ -230,6 +231,7 @@ class RunConsumer(_JsonFramesConsumer):
             if seq <= seen:
                 continue
             if seq > seen + 1:
+                # a live message went missing (a full channel): refill from the log
                 for missing_seq, missing_text in await _between(run_id, seen, seq):
                     fresh.append(missing_text)
                     cursors[run_id] = missing_seq

@@ -52,9 +52,9 @@ def register_consumer_loop() -> None:
 
 class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
     """channels' in-memory layer, made cheap for one message to many channels (the inbox
-    group of every approver's socket; a run's viewers share one channel, see RunFeed),
-    and for a channel that receives message after message. The stock layer deep-copies the message for every
-    channel in a task of its own, sweeps every channel for expired messages on each send
+    group of every approver's socket; a run's viewers share one channel, see RunFeed)
+    and for a channel that receives message after message. The stock layer deep-copies
+    the message for every channel in a task of its own, sweeps every channel for expired messages on each send
     and receive (work that grows with the square of the audience) and builds a queue on
     every receive; here a message that holds only immutable values (strings, numbers,
     tuples of them: every ``run.events`` message) is shared by the channels, expired
@@ -90,7 +90,6 @@ class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
             except asyncio.QueueFull:
                 # as the stock layer: dropped (the viewer refills the gap from the log)
                 logger.debug("%s", ChannelFull(channel))
-
 
     async def receive(self, channel: str) -> dict[str, Any]:
         # The stock receive builds a new asyncio.Queue on every call (setdefault's default)

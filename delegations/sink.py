@@ -266,13 +266,8 @@ class DjangoCheckpointStore:
         if run_id in self._latest:
             return self._latest[run_id]
         await self.sink.flush()
-        data = await self.sink.db.call(_load_checkpoint, run_id)
+        data = await self.sink.db.call(RunCheckpoint.data_of, run_id)
         return Checkpoint.model_validate(data) if data else None
-
-
-def _load_checkpoint(run_id: str) -> dict[str, Any] | None:
-    value = RunCheckpoint.objects.filter(run_id=run_id).values_list("data", flat=True).first()
-    return value if isinstance(value, dict) else None
 
 
 class DjangoApprovalGate:

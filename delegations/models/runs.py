@@ -241,6 +241,12 @@ class RunCheckpoint(models.Model):
     def __str__(self) -> str:
         return f"checkpoint of {self.run_id}"
 
+    @classmethod
+    def data_of(cls, run_id: str) -> dict[str, Any] | None:
+        """The run's saved checkpoint (JSON), or None when it has none."""
+        value = cls.objects.filter(run_id=run_id).values_list("data", flat=True).first()
+        return value if isinstance(value, dict) else None
+
 
 class RunMessage(models.Model):
     """A message a person sent to a run (seed 004 ``send``), delivered at its next turn by
