@@ -17,20 +17,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import pydantic_core
 from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from delegations.models import Run, RunCheckpoint, RunEvent
+from delegations.models import Run, RunCheckpoint, RunCheckpointPart, RunEvent
+from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.events import EventType
-from delegations.protocol.lifecycle import RunState, can_transition
+from delegations.protocol.lifecycle import RunState, can_transition, is_terminal
 
 logger = logging.getLogger(__name__)
 
 # large JSON columns a batch never reads (a scripted config can be hundreds of kB): loading
 # them on every batch would cost more than the writes. A parent's adapter_config is loaded
-# when it announces a child (see _child_row).
+# once per writer, when it first announces a child (see _child_row).
 BULKY_FIELDS = ("packet", "result", "criteria_report", "previous_failure",
                 "adapter_config")
 
@@ -46,7 +48,27 @@ class PendingEvent:
 @dataclass(slots=True)
 class PendingCheckpoint:
     run_id: str
-    checkpoint: Any  # a protocol Checkpoint (pydantic), dumped in the writer's thread
+    checkpoint: Checkpoint  # dumped in the writer's thread
+
+
+@dataclass(slots=True)
+class StoredParts:
+    """The parts of a run's checkpoint a writer stored (the objects themselves): the
+    runner appends to a conversation and never changes a message it holds, so the next
+    save writes the messages after the prefix it shares with these."""
+    lists: dict[str, list[Any]]
+    wholes: dict[str, Any]
+
+
+@dataclass
+class WriterMemory:
+    """What one writer (an execution's sink) keeps between its batches, so that a batch
+    neither reads nor writes again what an earlier one did: each run's ancestors, each
+    parent's adapter config (its children's rows are made from it) and what of each
+    running run's checkpoint is stored."""
+    lineage: dict[str, list[str]] = field(default_factory=dict)  # run id -> ancestor ids
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checkpoints: dict[str, StoredParts] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,18 +132,19 @@ def _lineage(runs: dict[str, Run], run_id: str, known: dict[str, list[str]]) -> 
 
 
 def persist_batch(items: list[PendingEvent | PendingCheckpoint],
-                  lineage: dict[str, list[str]] | None = None) -> BatchResult:
+                  memory: WriterMemory | None = None) -> BatchResult:
     """Store events and checkpoints in order, in one transaction; returns the stored
     events in wire shape and the ancestors of each run concerned (for publishing)."""
-    known = lineage if lineage is not None else {}
+    memory = memory if memory is not None else WriterMemory()
+    known = memory.lineage
     out = BatchResult(lineage=known)
     if not items:
         return out
-    # serialized before the write lock is taken (a coordinator's checkpoint grows with its
-    # children); pydantic writes the JSON itself, several times faster than model_dump
-    # then json.dumps. Only a run's newest checkpoint in the batch counts.
+    # serialized before the write lock is taken. Only a run's newest checkpoint in the
+    # batch counts.
     newest = {item.run_id: item for item in items if isinstance(item, PendingCheckpoint)}
-    checkpoint_texts = {run_id: item.checkpoint.model_dump_json() for run_id, item in newest.items()}
+    saves = {run_id: _CheckpointSave(item.checkpoint, memory.checkpoints.get(run_id))
+             for run_id, item in newest.items()}
     data_texts = [json.dumps(item.data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
                   if isinstance(item, PendingEvent) else "" for item in items]
     with transaction.atomic():
@@ -135,22 +158,19 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
         if announced:  # a child announced again on resume already has its row
             runs.update((run.pk, run) for run in Run.objects.defer(*BULKY_FIELDS).filter(pk__in=announced))
         created: list[Run] = []
-        checkpoints: dict[str, str] = {}
         changed: dict[str, set[str]] = {}
         rows: list[_Row] = []
         for index, item in enumerate(items):
             if isinstance(item, PendingCheckpoint):
-                if item.run_id not in runs:
+                if item.run_id not in runs and saves.pop(item.run_id, None) is not None:
                     logger.warning("Checkpoint for unknown run %s dropped", item.run_id)
-                elif newest[item.run_id] is item:
-                    checkpoints[item.run_id] = checkpoint_texts[item.run_id]
                 continue
             run = runs.get(item.run_id)
             if run is None:
                 logger.warning("Event %s for unknown run %s dropped", item.type, item.run_id)
                 continue
             if item.type == EventType.CHILD:
-                child = _child_row(run, item.data, runs)
+                child = _child_row(run, item.data, runs, memory.configs)
                 if child is not None:
                     runs[child.pk] = child
                     created.append(child)
@@ -176,8 +196,14 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
                 by_fields.setdefault(tuple(sorted(fields)), []).append(runs[run_id])
         for fields_changed, group in by_fields.items():
             _update_rows(group, fields_changed)
-        _store_checkpoints(checkpoints)
+        _store_checkpoints(saves)
         _insert_events(rows)
+    for run_id, save in saves.items():
+        if is_terminal(save.checkpoint.state):
+            # written again only by a resume, which starts with a memory of its own
+            memory.checkpoints.pop(run_id, None)
+        else:
+            memory.checkpoints[run_id] = save.parts
     for row in rows:
         _lineage(runs, row.run_id, known)
         out.events.append(row.wire)
@@ -214,26 +240,79 @@ def _update_rows(group: list[Run], names: tuple[str, ...]) -> None:
         cursor.executemany(sql, params)
 
 
-def _store_checkpoints(texts: dict[str, str]) -> None:
-    """Insert or replace each run's checkpoint with its JSON text as it is (JSONField would
-    encode it again); SQLite and PostgreSQL both have INSERT ... ON CONFLICT."""
-    if not texts:
+def _part_json(value: Any) -> str:
+    return pydantic_core.to_json(value, inf_nan_mode="null").decode()
+
+
+class _CheckpointSave:
+    """One run's checkpoint to store, serialized: its head (``RunCheckpoint.data``, the
+    checkpoint without its parts) and the part rows that changed since ``stored``, what
+    this writer stored of it before (None: not known, so every part is written anew)."""
+
+    __slots__ = ("checkpoint", "drops", "head", "parts", "rows", "stored")
+
+    def __init__(self, checkpoint: Checkpoint, stored: StoredParts | None) -> None:
+        values = checkpoint.__dict__
+        self.checkpoint, self.stored = checkpoint, stored
+        self.parts = StoredParts({name: values[name] for name in RunCheckpoint.LIST_PARTS},
+                                 {name: values[name] for name in RunCheckpoint.WHOLE_PARTS})
+        self.head = checkpoint.model_dump_json(exclude={*RunCheckpoint.LIST_PARTS, *RunCheckpoint.WHOLE_PARTS})
+        self.drops: list[tuple[str, int]] = []       # (field, first position) of rows to delete
+        self.rows: list[tuple[str, int, str]] = []   # (field, position, JSON) of rows to insert
+        for name, items in self.parts.lists.items():
+            before = stored.lists[name] if stored is not None else []
+            keep = 0
+            for old, new in zip(before, items, strict=False):
+                if old is not new:
+                    break
+                keep += 1
+            if keep < len(before):
+                self.drops.append((name, keep))
+            self.rows += [(name, position, _part_json(items[position])) for position in range(keep, len(items))]
+        for name, value in self.parts.wholes.items():
+            if stored is None or stored.wholes[name] is not value:
+                if stored is not None:
+                    self.drops.append((name, 0))
+                self.rows.append((name, 0, _part_json(value)))
+
+
+def _store_checkpoints(saves: dict[str, _CheckpointSave]) -> None:
+    """Replace each run's checkpoint head, delete the part rows that changed (a list's
+    from its first changed item on) and insert the new ones."""
+    if not saves:
         return
     quote = connection.ops.quote_name
     table, run, data = quote(RunCheckpoint._meta.db_table), quote("run_id"), quote("data")
-    sql = (f"INSERT INTO {table} ({run}, {data}) VALUES (%s, {_json_placeholder()}) "
-           f"ON CONFLICT ({run}) DO UPDATE SET {data} = excluded.{data}")
+    parts, field, position = quote(RunCheckpointPart._meta.db_table), quote("field"), quote("position")
+    # SQLite and PostgreSQL both have INSERT ... ON CONFLICT; the JSON text goes in as it is
+    upsert = (f"INSERT INTO {table} ({run}, {data}) VALUES (%s, {_json_placeholder()}) "
+              f"ON CONFLICT ({run}) DO UPDATE SET {data} = excluded.{data}")
+    drop_all = f"DELETE FROM {parts} WHERE {run} = %s"
+    drop_from = f"DELETE FROM {parts} WHERE {run} = %s AND {field} = %s AND {position} >= %s"
+    insert = (f"INSERT INTO {parts} ({run}, {field}, {position}, {data}) "
+              f"VALUES (%s, %s, %s, {_json_placeholder()})")
+    statements: list[tuple[str, list[tuple[Any, ...]]]] = [
+        (upsert, [(run_id, save.head) for run_id, save in saves.items()]),
+        (drop_all, [(run_id,) for run_id, save in saves.items() if save.stored is None]),
+        (drop_from, [(run_id, *drop) for run_id, save in saves.items() for drop in save.drops]),
+        (insert, [(run_id, *row) for run_id, save in saves.items() for row in save.rows])]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, [(run_id, text) for run_id, text in texts.items()])
+        for sql, params in statements:
+            if params:
+                cursor.executemany(sql, params)
 
 
-def _child_row(parent: Run, data: dict[str, Any], runs: dict[str, Run]) -> Run | None:
+def _child_row(parent: Run, data: dict[str, Any], runs: dict[str, Run],
+               configs: dict[str, dict[str, Any]]) -> Run | None:
     child_id = str(data.get("child_run_id") or "")
     if not child_id or child_id in runs:
         return None  # announced again on resume: the row exists
     packet = data.get("packet") if isinstance(data.get("packet"), dict) else {}
     assert isinstance(packet, dict)
-    config = parent.adapter_config if isinstance(parent.adapter_config, dict) else {}
+    config = configs.get(parent.pk)
+    if config is None:  # a parent's config never changes: read once per writer
+        loaded = parent.adapter_config
+        config = configs[parent.pk] = loaded if isinstance(loaded, dict) else {}
     label = str(data.get("label") or "")
     child_config = config.get("children", {}).get(label) if parent.adapter_name == "scripted" else None
     return Run(

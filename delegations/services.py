@@ -103,8 +103,9 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
 
 
 def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
-    saved = RunCheckpoint.data_of(run.pk)
-    checkpoint = dict(saved) if saved is not None else Checkpoint(
+    # the head is enough: the conversation and adapter config (its parts) stay as they are
+    saved = RunCheckpoint.objects.filter(run=run).values_list("data", flat=True).first()
+    checkpoint = dict(saved) if isinstance(saved, dict) else Checkpoint(
         run_id=run.pk, parent_run_id=run.parent_id, root_run_id=run.root_run_id, depth=run.depth,
         label=run.label, session_key=run.session_key, packet=run.packet,
         adapter_name=run.adapter_name).model_dump(mode="json")

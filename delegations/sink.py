@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, close_old_connections, connection
 
 from delegations import live
-from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
+from delegations.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
 from delegations.models import Approval, RunCheckpoint
 from delegations.protocol.approvals import (
     ApprovalDecision,
@@ -101,7 +101,7 @@ class DjangoEventSink:
         self._wake: asyncio.Event | None = None
         self._stored_changed: asyncio.Condition | None = None
         self._flusher: asyncio.Task[None] | None = None
-        self._lineage: dict[str, list[str]] = {}
+        self._memory = WriterMemory()
         self._failure: BaseException | None = None
         self.events_stored = 0
 
@@ -227,7 +227,7 @@ class DjangoEventSink:
     async def _persist(self, batch: list[PendingEvent | PendingCheckpoint]) -> Any:
         for attempt in range(1, MAX_PERSIST_ATTEMPTS + 1):
             try:
-                return await self.db.call(persist_batch, batch, self._lineage)
+                return await self.db.call(persist_batch, batch, self._memory)
             except (TypeError, ValueError):
                 # an event carried a value JSON cannot hold (a path, a date, NaN): store its
                 # text (or null) rather than lose the event

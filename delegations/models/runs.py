@@ -230,9 +230,16 @@ class RunCheckpoint(models.Model):
     """Where a run can be continued from (the runner's checkpoint, replaced on every save).
 
     A table of its own, not a column of the run: SQLite rewrites a whole row on every
-    update, and a coordinator's checkpoint (its conversation, with its children's
-    results) grows to megabytes, while its row is updated with nearly every stored batch
-    of its tree (seq, usage)."""
+    update, and a run's row is updated with nearly every stored batch of its tree (seq,
+    usage). ``data`` is the checkpoint without the parts that only grow or never change
+    (its conversation and its adapter config): those are rows of
+    :class:`RunCheckpointPart`, so a save writes what changed since the last one, not a
+    coordinator's megabytes of messages again. :meth:`data_of` puts them back together."""
+
+    # checkpoint fields stored as RunCheckpointPart rows: a list kept one row per item
+    # (it only grows), and a value kept whole (it rarely changes)
+    LIST_PARTS = ("messages",)
+    WHOLE_PARTS = ("adapter_config",)
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True,
                                related_name="saved_checkpoint")
@@ -245,7 +252,35 @@ class RunCheckpoint(models.Model):
     def data_of(cls, run_id: str) -> dict[str, Any] | None:
         """The run's saved checkpoint (JSON), or None when it has none."""
         value = cls.objects.filter(run_id=run_id).values_list("data", flat=True).first()
-        return value if isinstance(value, dict) else None
+        if not isinstance(value, dict):
+            return None
+        lists: dict[str, list[Any]] = {}
+        parts = RunCheckpointPart.objects.filter(run_id=run_id).order_by("field", "position")
+        for name, data in parts.values_list("field", "data"):
+            if name in cls.LIST_PARTS:
+                lists.setdefault(name, []).append(data)
+            else:
+                value[name] = data
+        value.update(lists)
+        return value
+
+
+class RunCheckpointPart(models.Model):
+    """A part of a run's saved checkpoint on a row of its own (see RunCheckpoint): item
+    ``position`` of a list field, or a whole field at position 0. Rows are written once
+    and deleted when the checkpoint no longer has them, never rewritten."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    field = models.CharField(max_length=40)
+    position = models.PositiveIntegerField(default=0)
+    data = models.JSONField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "field", "position"],
+                                               name="run_checkpoint_part_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.field}[{self.position}] of the checkpoint of {self.run_id}"
 
 
 class RunMessage(models.Model):

@@ -40,6 +40,8 @@ class Checkpoint(BaseModel):
     adapter_name: str = ""
     adapter_config: dict[str, Any] = Field(default_factory=dict)   # public (no secrets)
     adapter_state: dict[str, Any] = Field(default_factory=dict)    # e.g. scripted position
+    # only grows, and a message is never changed once in it: a store may write just the
+    # messages added since its last save (the Django one does)
     messages: list[dict[str, Any]] = Field(default_factory=list)
     usage: dict[str, Any] = Field(default_factory=dict)
     iteration: int = 0

@@ -13,8 +13,8 @@ import pytest
 from django.db import close_old_connections
 
 from delegations import live
-from delegations.eventlog import PendingCheckpoint, PendingEvent, persist_batch
-from delegations.models import Run, RunCheckpoint, RunEvent
+from delegations.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
+from delegations.models import Run, RunCheckpoint, RunCheckpointPart, RunEvent
 from delegations.models.runs import new_run_id
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.sink import DatabaseThread, DjangoCheckpointStore, DjangoEventSink
@@ -236,6 +236,65 @@ def test_the_checkpoint_store_forgets_finished_runs_and_loads_them_from_the_data
     assert loaded is not None and loaded.state == "COMPLETE" and loaded.iteration == 2
 
 
+def save_checkpoint(memory: WriterMemory, run: Run, messages: list[dict[str, Any]], config: dict[str, Any],
+                    state: str = "WORKING") -> None:
+    checkpoint = Checkpoint(run_id=run.pk, root_run_id=run.pk, state=state)
+    checkpoint.__dict__.update(messages=messages, adapter_config=config)  # kept as they are, as the runner does
+    persist_batch([PendingCheckpoint(run.pk, checkpoint)], memory)
+
+
+def part_ids(run: Run) -> dict[tuple[str, int], int]:
+    rows = RunCheckpointPart.objects.filter(run=run).values_list("field", "position", "pk")
+    return {(field, position): pk for field, position, pk in rows}
+
+
+def test_a_checkpoint_save_writes_only_the_messages_added_and_a_changed_config() -> None:
+    root = make_root()
+    memory = WriterMemory()
+    config = {"script": [{"text": "x" * 1000}]}
+    first, second, third = ({"role": "user", "content": f"message {n}"} for n in range(3))
+    save_checkpoint(memory, root, [first, second], config)
+    before = part_ids(root)
+    assert set(before) == {("messages", 0), ("messages", 1), ("adapter_config", 0)}
+    save_checkpoint(memory, root, [first, second, third], config)
+    after = part_ids(root)
+    assert {key: after[key] for key in before} == before, "stored parts were written again"
+    assert set(after) - set(before) == {("messages", 2)}
+    assert "messages" not in RunCheckpoint.objects.get(run=root).data
+    assert RunCheckpoint.data_of(root.pk)["messages"] == [first, second, third]
+    # a conversation started again (new objects from position 1) and a new config replace what changed
+    again = {"role": "user", "content": "again"}
+    save_checkpoint(memory, root, [first, again], {"model": "other"})
+    replaced = part_ids(root)
+    assert replaced[("messages", 0)] == before[("messages", 0)] and ("messages", 2) not in replaced
+    assert replaced[("adapter_config", 0)] != before[("adapter_config", 0)]
+    data = RunCheckpoint.data_of(root.pk)
+    assert data is not None and data["messages"] == [first, again] and data["adapter_config"] == {"model": "other"}
+    loaded = Checkpoint.model_validate(data)
+    assert loaded.state == "WORKING" and loaded.messages == [first, again]
+
+
+def test_a_writer_that_does_not_know_what_is_stored_writes_every_part_anew() -> None:
+    root = make_root()
+    save_checkpoint(WriterMemory(), root, [{"role": "user", "content": n} for n in "abc"], {"a": 1})
+    save_checkpoint(WriterMemory(), root, [{"role": "user", "content": "z"}], {"b": 2})
+    assert RunCheckpoint.data_of(root.pk) == {**RunCheckpoint.objects.get(run=root).data,
+                                              "messages": [{"role": "user", "content": "z"}],
+                                              "adapter_config": {"b": 2}}
+    assert len(part_ids(root)) == 2
+
+
+def test_a_finished_runs_parts_are_forgotten_by_the_writer() -> None:
+    root = make_root()
+    memory = WriterMemory()
+    message = {"role": "user", "content": "hi"}
+    save_checkpoint(memory, root, [message], {})
+    assert root.pk in memory.checkpoints
+    save_checkpoint(memory, root, [message], {}, state="COMPLETE")
+    assert root.pk not in memory.checkpoints
+    assert RunCheckpoint.data_of(root.pk)["messages"] == [message]
+
+
 def test_a_checkpoint_for_an_unknown_run_is_dropped_not_raised() -> None:
     stored = persist_batch([PendingCheckpoint("f" * 32, Checkpoint(run_id="x", root_run_id="x"))])
     assert stored.events == []
@@ -278,4 +337,31 @@ def test_migrating_moves_saved_checkpoints_into_their_own_table_and_back(compose
     executor.migrate(before)
     old_run = executor.loader.project_state(before[0]).apps.get_model("delegations", "Run")
     assert old_run.objects.get(pk="a" * 32).checkpoint == {"run_id": "a" * 32, "iteration": 2}
+    MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_splits_a_checkpoints_conversation_into_parts_and_back(composer: Any) -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("delegations", "0004_run_checkpoints")], [("delegations", "0005_checkpoint_parts")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    apps = executor.loader.project_state(before[0]).apps
+    run_id = "c" * 32
+    apps.get_model("delegations", "Run").objects.create(id=run_id, root_id=run_id, owner_id=composer.pk,
+                                                         adapter_name="scripted", input_hash="0" * 64)
+    whole = {"run_id": run_id, "iteration": 2, "adapter_config": {"script": []},
+             "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+    apps.get_model("delegations", "RunCheckpoint").objects.create(run_id=run_id, data=whole)
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    assert RunCheckpoint.objects.get(run_id=run_id).data == {"run_id": run_id, "iteration": 2}
+    assert RunCheckpointPart.objects.filter(run_id=run_id).count() == 3
+    assert RunCheckpoint.data_of(run_id) == whole
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    apps = executor.loader.project_state(before[0]).apps
+    assert apps.get_model("delegations", "RunCheckpoint").objects.get(run_id=run_id).data == whole
     MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())

@@ -133,8 +133,8 @@ def test_a_run_whose_worker_died_is_resumed_from_its_checkpoint(immediate_tasks:
     run.refresh_from_db()
     assert run.state == "WORKING" and run.lease_owner  # the dead worker still "holds" it
     # the checkpoint holds the first turn and its tool result
-    checkpoint = RunCheckpoint.objects.get(run=run).data
-    assert checkpoint["iteration"] == 1
+    checkpoint = RunCheckpoint.data_of(run.pk)
+    assert checkpoint is not None and checkpoint["iteration"] == 1
     assert any(m["role"] == "tool" for m in checkpoint["messages"])
     assert sweep_runs()["resumed"] == []  # its lease has not expired yet
     expire_lease(run)
