@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -225,24 +226,31 @@ def _load_runs(ids: list[str], *, lock: bool) -> list[Run]:
 
 
 def _insert_runs(runs: list[Run]) -> None:
-    """INSERT new child rows with one executemany. Each column's value is converted the
-    way its field's get_db_prep_save would (JSON text, a datetime for the backend), not
-    through it: bulk_create, then get_db_prep_save per column, were most of the cost of
-    storing a coordinator's turn that delegates fifty subagents."""
+    """INSERT new child rows with one executemany (bulk_create, then get_db_prep_save per
+    column, were most of the cost of storing a turn that delegates fifty subagents)."""
     if not runs:
         return
     quote = connection.ops.quote_name
     fields = _run_fields()
-    placeholders = [_json_placeholder() if isinstance(field, JSONField) else "%s" for field in fields]
     sql = (f"INSERT INTO {quote(Run._meta.db_table)} ({', '.join(quote(str(f.column)) for f in fields)}) "
-           f"VALUES ({', '.join(placeholders)})")
+           f"VALUES ({', '.join(_placeholder(field) for field in fields)})")
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, _column_values(runs, fields))
+
+
+def _placeholder(field: Field[Any, Any]) -> str:
+    return _json_placeholder() if isinstance(field, JSONField) else "%s"
+
+
+def _column_values(runs: list[Run], fields: Iterable[Field[Any, Any]]) -> list[list[Any]]:
+    """Each run's values of these columns as the database takes them: what the fields'
+    get_db_prep_save gives (JSON text, the backend's datetime) without its layers per
+    value, which cost more than the writes. JSON goes in through _placeholder."""
     adapt_datetime = connection.ops.adapt_datetimefield_value
     converters = [(field.attname, _json_or_null if isinstance(field, JSONField)
                    else adapt_datetime if isinstance(field, DateTimeField) else None) for field in fields]
-    params = [[value if convert is None else convert(value)
-               for name, convert in converters for value in (getattr(run, name),)] for run in runs]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+    return [[value if convert is None else convert(value)
+             for name, convert in converters for value in (getattr(run, name),)] for run in runs]
 
 
 @functools.cache
@@ -271,10 +279,9 @@ def _update_rows(group: list[Run], names: tuple[str, ...]) -> None:
     a CASE expression per row and costs more than the write itself)."""
     quote = connection.ops.quote_name
     fields = [field for name in names if isinstance(field := Run._meta.get_field(name), Field)]
-    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
+    assignments = ", ".join(f"{quote(str(field.column))} = {_placeholder(field)}" for field in fields)
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"
-    params = [[field.get_db_prep_save(getattr(run, field.attname), connection) for field in fields]
-              + [run.pk] for run in group]
+    params = [[*values, run.pk] for values, run in zip(_column_values(group, fields), group, strict=True)]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 

@@ -26,12 +26,14 @@ def join_checkpoints(apps, schema_editor):
     RunCheckpointPart = apps.get_model("delegations", "RunCheckpointPart")
     for checkpoint in RunCheckpoint.objects.iterator():
         data = dict(checkpoint.data)
+        lists: dict[str, list] = {}
         parts = RunCheckpointPart.objects.filter(run_id=checkpoint.run_id).order_by("field", "position")
-        for name, _, item in parts.values_list("field", "position", "data"):
+        for name, item in parts.values_list("field", "data"):
             if name in LIST_PARTS:
-                data.setdefault(name, []).append(item)
+                lists.setdefault(name, []).append(item)
             else:
                 data[name] = item
+        data.update(lists)
         RunCheckpoint.objects.filter(pk=checkpoint.pk).update(data=data)
 
 
