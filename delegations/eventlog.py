@@ -147,8 +147,7 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
     newest = {item.run_id: item for item in items if isinstance(item, PendingCheckpoint)}
     saves = {run_id: _CheckpointSave(item.checkpoint, memory.checkpoints.get(run_id))
              for run_id, item in newest.items()}
-    data_texts = [json.dumps(item.data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-                  if isinstance(item, PendingEvent) else "" for item in items]
+    data_texts = [_json_text(item.data) if isinstance(item, PendingEvent) else "" for item in items]
     with transaction.atomic():
         wanted = sorted({item.run_id for item in items})
         # locked in a fixed order, so concurrent writers on one tree cannot deadlock
@@ -258,9 +257,13 @@ def _run_fields() -> tuple[Field[Any, Any], ...]:
     return tuple(field for field in Run._meta.concrete_fields if isinstance(field, Field))
 
 
+def _json_text(value: Any) -> str:
+    """Compact JSON as the event log and run columns store it (NaN refused: it is not JSON)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _json_or_null(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False,
-                                                 allow_nan=False)
+    return None if value is None else _json_text(value)
 
 
 def _new_run(**values: Any) -> Run:
