@@ -137,3 +137,20 @@ async def test_a_websocket_to_an_unknown_route_is_closed_and_the_server_keeps_se
                                   headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
     assert (await again.connect())[0]
     await again.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_websocket_knows_the_signed_in_browser_session_and_not_a_forged_one(approver_client):
+    origin = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    session = approver_client.cookies["sessionid"].value
+    for cookie, expected in ((f"sessionid={session}", {"type": "inbox.synced", "pending": 0}),
+                             ("sessionid=forged", None), ("", None)):
+        communicator = WebsocketCommunicator(application, "/ws/inbox/",
+                                             headers=[*origin, (b"cookie", cookie.encode())])
+        connected, _ = await communicator.connect()
+        assert connected
+        if expected is None:
+            assert await communicator.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+        else:
+            assert json.loads(await communicator.receive_from(timeout=5)) == expected
+        await communicator.disconnect()
