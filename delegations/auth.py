@@ -38,10 +38,13 @@ class ReadOnlySessionMiddleware(BaseMiddleware):
     does not wrap ``send`` to save it: that wrapper checked the session on every frame
     to every viewer, a quarter of what a live event cost the server to send."""
 
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.session_store = import_module(settings.SESSION_ENGINE).SessionStore
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         session_key = scope["cookies"].get(settings.SESSION_COOKIE_NAME)
-        store = import_module(settings.SESSION_ENGINE).SessionStore
-        return await super().__call__({**scope, "session": store(session_key)}, receive, send)
+        return await super().__call__({**scope, "session": self.session_store(session_key)}, receive, send)
 
 
 def websocket_auth(inner: Any) -> Any:
