@@ -1,6 +1,9 @@
 from django.urls import path
 
-from .views import account, dashboard, inbox, runs
+from delegations import dashboard
+from delegations.accounts import views as account
+from delegations.inbox import views as inbox
+from delegations.runs import views as runs
 
 app_name = "delegations"
 
@@ -18,9 +21,9 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel/", runs.run_cancel_view, name="run_cancel"),
     path("runs/<str:run_id>/messages/", runs.run_message_view, name="run_message"),
     path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run_retry"),
-    path("runs/<str:run_id>/approvals/<int:approval_id>/decision/", runs.run_decide_view,
-         name="run_decide"),
-    # the approval inbox
+    # the approval inbox, and deciding an item from its run's page
     path("inbox/", inbox.inbox, name="inbox"),
     path("inbox/<int:approval_id>/decision/", inbox.inbox_decide, name="inbox_decide"),
+    path("runs/<str:run_id>/approvals/<int:approval_id>/decision/", inbox.run_decide,
+         name="run_decide"),
 ]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,8 +16,14 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
-from delegations.auth import api_auth
+from delegations.accounts import api as accounts_api
+from delegations.accounts.auth import api_auth
+from delegations.inbox import api as inbox_api
+from delegations.models import WorkerHeartbeat
 from delegations.protocol.errors import ProtocolError
+from delegations.runs import api as runs_api
+from delegations.runs.workflows import RunError
+from skills import api as skills_api
 
 logger = logging.getLogger(__name__)
 
@@ -30,16 +36,11 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 
-# Each app contributes `router` in its api.py; apps whose API is not there yet are skipped.
-for module_name, prefix in (("skills.api", "/skills"), ("delegations.api", "")):
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
-        continue
-    for router_name, router_prefix in getattr(module, "ROUTERS", [("router", prefix)]):
-        api.add_router(router_prefix, getattr(module, router_name))
+api.add_router("/skills", skills_api.router)
+api.add_router("", accounts_api.router)
+api.add_router("/runs", runs_api.router)
+api.add_router("/approvals", inbox_api.router)
+api.add_router("/protocol", runs_api.protocol_router)
 
 
 class HealthOut(Schema):
@@ -78,10 +79,6 @@ def _check_channel_layer() -> dict[str, Any]:
 
 
 def _check_workers() -> dict[str, Any]:
-    from django.conf import settings
-
-    from delegations.models import WorkerHeartbeat
-
     if settings.HANDOFF_TASK_BACKEND != "db":
         return {"ok": True, "backend": settings.HANDOFF_TASK_BACKEND,
                 "note": "workers of this backend report elsewhere"}
@@ -107,6 +104,11 @@ def health(request: HttpRequest) -> HealthOut:
 @api.exception_handler(ProtocolError)
 def protocol_error(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
     return api.create_response(request, {"detail": exc.message, **exc.as_dict()}, status=422)
+
+
+@api.exception_handler(RunError)
+def run_conflict(request: HttpRequest, exc: RunError) -> HttpResponse:
+    return api.create_response(request, {"detail": exc.message}, status=exc.status)
 
 
 @api.exception_handler(AuthenticationError)

@@ -13,9 +13,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from delegations.auth import websocket_auth  # noqa: E402
-from delegations.consumers import UnknownRouteConsumer  # noqa: E402
-from delegations.routing import websocket_urlpatterns  # noqa: E402
+from delegations.accounts.auth import websocket_auth  # noqa: E402
+from delegations.live.consumers import UnknownRouteConsumer  # noqa: E402
+from delegations.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,

@@ -1,4 +1,4 @@
-"""Settings, read from the environment (DESIGN §3.6). Bad values stop start-up with a
+"""Settings, read from the environment (README, Settings). Bad values stop start-up with a
 message naming the variable; see handoff_site/env.py."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ else:
     # The in-memory layer silently drops past its capacity (100 by default): raise it.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "delegations.live.FanOutInMemoryChannelLayer",
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
             "CONFIG": {"capacity": 20000, "expiry": 60},
         }
     }

@@ -19,8 +19,8 @@ from django.urls import reverse
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
+from delegations.accounts.roles import can_compose
 from delegations.protocol.manifest import SUBAGENT_TYPES
-from delegations.roles import can_compose
 
 from .models import MAX_PAGE, Skill, SkillSource
 from .services import (

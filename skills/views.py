@@ -14,8 +14,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
+from delegations.accounts.roles import can_compose
 from delegations.protocol.errors import ProtocolError
-from delegations.roles import can_compose
 
 from .forms import CatalogFilterForm, SkillImportForm
 from .models import Skill, approval_required_capabilities

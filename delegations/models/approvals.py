@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from delegations.accounts.roles import can_approve
 from delegations.protocol.approvals import ApprovalDecision, ApprovalKind, Decision
 
 from .runs import Run
@@ -17,13 +18,15 @@ class ApprovalQuerySet(models.QuerySet["Approval"]):
     def pending(self) -> ApprovalQuerySet:
         return self.filter(status=Approval.Status.PENDING)
 
+    def pending_in_tree(self, root_id: str) -> ApprovalQuerySet:
+        """The undecided items of every run of the tree rooted at ``root_id``."""
+        return self.pending().filter(models.Q(run_id=root_id) | models.Q(run__root_id=root_id))
+
     def decided(self) -> ApprovalQuerySet:
         return self.exclude(status__in=[Approval.Status.PENDING, Approval.Status.EXPIRED])
 
     def visible_to(self, user: Any) -> ApprovalQuerySet:
         """Approvers and staff see every item; others see the items of their own runs."""
-        from delegations.roles import can_approve
-
         if not getattr(user, "is_authenticated", False):
             return self.none()
         if user.is_staff or can_approve(user):

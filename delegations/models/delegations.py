@@ -7,7 +7,7 @@ from django.db import models
 
 
 class Delegation(models.Model):
-    """A saved, editable delegation contract (a hand-off packet in any seed spelling).
+    """A saved, editable delegation contract (a hand-off packet in any dialect Handoff reads).
 
     Delegations form a tree (a coordinator's contract and its children's); running one
     snapshots its packet into a :class:`~delegations.models.Run`, so later edits never

@@ -28,6 +28,6 @@ class RunEvent(models.Model):
         return f"{self.run_id}#{self.seq} {self.type}"
 
     def as_wire(self) -> dict[str, Any]:
-        """The websocket / API shape (DESIGN §3.4); ``ts`` in epoch seconds."""
+        """The websocket / API shape; ``ts`` in epoch seconds."""
         return {"run_id": self.run_id, "seq": self.seq, "type": self.type,
                 "ts": self.ts.timestamp(), "data": self.data}

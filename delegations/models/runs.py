@@ -1,4 +1,4 @@
-"""A run: one execution of a hand-off packet, the delegation record of seed 003.
+"""A run: one execution of a hand-off packet, the delegation record of a delegation contract.
 
 The run row is a summary kept up to date by the event sink; the event log
 (:class:`~delegations.models.RunEvent`) is the source of truth. Run ids are the runner's
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -18,11 +18,8 @@ from django.utils import timezone
 
 from delegations.protocol.lifecycle import TERMINAL_STATES, RunState, check_transition
 
-if TYPE_CHECKING:
-    from delegations.protocol.packet import HandoffPacket
-
 TERMINAL = [str(state) for state in TERMINAL_STATES]
-# States in which a root run occupies one of its owner's lane slots (seed 004's queue lane):
+# States in which a root run occupies one of its owner's lane slots (OpenClaw's queue lane):
 # a run parked for a person holds no worker and no slot.
 LANE_STATES = [str(RunState.ACCEPTED), str(RunState.WORKING)]
 
@@ -80,7 +77,7 @@ class Run(models.Model):
         DELETE = "delete", "delete"
 
     id = models.CharField(primary_key=True, max_length=64, default=new_run_id, editable=False)
-    # the tree (seed 003: parent/child run ids); root is the run itself for a root run
+    # the tree (delegation contracts: parent/child run ids); root is the run itself for a root run
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
                                related_name="children")
     root = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
@@ -93,7 +90,7 @@ class Run(models.Model):
     # what was asked
     packet = models.JSONField(default=dict, help_text="Snapshot of the canonical packet.")
     input_hash = models.CharField(max_length=64, db_index=True,
-                                  help_text="sha256 of the canonical packet (seed 003).")
+                                  help_text="sha256 of the canonical packet.")
     label = models.CharField(max_length=200, blank=True)
     goal = models.TextField(blank=True)
     subagent_type = models.CharField(max_length=40, blank=True)
@@ -101,7 +98,7 @@ class Run(models.Model):
                              help_text="Skill reference name@version, if any.")
     agent_id = models.CharField(max_length=100, blank=True)
     session_key = models.CharField(max_length=200, blank=True, db_index=True,
-                                   help_text="seed 004: agent:<agentId>:subagent:<uuid>")
+                                   help_text="OpenClaw session key: agent:<agentId>:subagent:<uuid>")
     adapter_name = models.CharField(max_length=40)
     adapter_config = models.JSONField(default=dict, blank=True,
                                       help_text="Public adapter config; secrets are never stored.")
@@ -164,11 +161,6 @@ class Run(models.Model):
         return self.root_id or self.pk
 
     @property
-    def group_name(self) -> str:
-        """The channel layer group of this run's live events."""
-        return f"run.{self.pk}"
-
-    @property
     def succeeded(self) -> bool:
         status = (self.result or {}).get("status")
         return self.state == RunState.COMPLETE and status in ("SUCCESS", "PARTIAL_COMPLETION")
@@ -182,11 +174,6 @@ class Run(models.Model):
     def holds_live_lease(self, now: datetime | None = None) -> bool:
         return bool(self.lease_owner and self.lease_expires_at
                     and self.lease_expires_at > (now or timezone.now()))
-
-    def to_packet(self) -> HandoffPacket:
-        from delegations.protocol.packet import parse_packet
-
-        return parse_packet(self.packet)
 
     def ancestor_ids(self) -> list[str]:
         """Ids of the parent, grandparent, ... up to the root (nearest first)."""
@@ -284,7 +271,7 @@ class RunCheckpointPart(models.Model):
 
 
 class RunMessage(models.Model):
-    """A message a person sent to a run (seed 004 ``send``), delivered at its next turn by
+    """A message a person sent to a run (OpenClaw's ``send``), delivered at its next turn by
     whichever worker executes the run."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from delegations import run_snapshot
+from delegations.runs import snapshot as run_snapshot
 
 register = template.Library()
 

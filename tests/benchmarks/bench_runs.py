@@ -399,8 +399,8 @@ async def delivery(port: int, cookie: str, server_pid: int, *, clients: int, chi
     from django.contrib.auth.models import User
 
     from delegations.models import Run
-    from delegations.services import run_create
-    from delegations.tasks import enqueue_run
+    from delegations.runs.queue import enqueue_run
+    from delegations.runs.workflows import run_create
 
     # created here with its lane slot taken but not started: it is queued for the server's
     # worker once every client is connected and has its (empty) backlog

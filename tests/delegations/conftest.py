@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from delegations.execution import RunHost
+from delegations.runs.execution import RunHost
 
 IMMEDIATE = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

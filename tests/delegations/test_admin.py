@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from delegations.models import Approval, Delegation, RunEvent
-from delegations.services import run_create
+from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

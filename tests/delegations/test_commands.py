@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from delegations.models import Run, RunMessage
-from delegations.services import run_create
+from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

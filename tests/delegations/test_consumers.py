@@ -12,11 +12,11 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from delegations import live
-from delegations.eventlog import PendingEvent, persist_batch
+from delegations.live import feed as live
+from delegations.live.routing import websocket_urlpatterns
 from delegations.models import Approval, Run
 from delegations.models.runs import new_run_id
-from delegations.routing import websocket_urlpatterns
+from delegations.runs.eventlog import PendingEvent, persist_batch
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -199,33 +199,13 @@ async def test_batch_mode_packs_the_events_of_one_publication_into_one_frame(com
     await communicator.disconnect()
 
 
-async def test_a_channel_keeps_its_queue_while_its_consumer_receives_and_drops_it_when_it_stops() -> None:
-    import asyncio
-
-    layer = live.FanOutInMemoryChannelLayer()
-    channel = await layer.new_channel()
-    await layer.group_add("run.x", channel)
-    await layer.group_send("run.x", {"type": "run.events", "texts": ("a",)})
-    assert (await layer.receive(channel))["texts"] == ("a",)
-    queue = layer.channels[channel]
-    await layer.group_send("run.x", {"type": "run.events", "texts": ("b",)})
-    assert (await layer.receive(channel))["texts"] == ("b",)
-    assert layer.channels[channel] is queue  # not rebuilt per message
-    waiting = asyncio.ensure_future(layer.receive(channel))
-    await asyncio.sleep(0)
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert channel not in layer.channels
-
-
 async def test_viewers_of_one_run_share_the_feed_and_it_stops_with_the_last_one(composer: Any) -> None:
     root = await database_sync_to_async(make_root)(composer)
     first, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
     second, _, _ = await connect(composer, f"/ws/runs/{root.pk}/")
     for communicator in (first, second):
         await frames_until_synced(communicator)
-    feed = live.feed()
+    feed = live.run_feed()
     assert len(feed.viewers[live.run_group(root.pk)]) == 2
     await first.disconnect()
     stored = await database_sync_to_async(persist_batch)([PendingEvent(root.pk, "log", {"n": 1}, time.time())])
@@ -239,7 +219,7 @@ async def test_a_viewer_whose_socket_is_slow_does_not_hold_up_the_others(
         composer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from delegations.consumers import RunConsumer
+    from delegations.live.consumers import RunConsumer
 
     socket_free = asyncio.Event()
     send = RunConsumer.send

@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from django.db import close_old_connections
 
-from delegations import live
-from delegations.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
+from delegations.live import feed as live
 from delegations.models import Run, RunCheckpoint, RunCheckpointPart, RunEvent
 from delegations.models.runs import new_run_id
 from delegations.protocol.checkpoints import Checkpoint
-from delegations.sink import DatabaseThread, DjangoCheckpointStore, DjangoEventSink
+from delegations.runs.checkpoints import DjangoCheckpointStore
+from delegations.runs.database_thread import DatabaseThread
+from delegations.runs.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
+from delegations.runs.sink import DjangoEventSink
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -13,20 +13,14 @@ import pytest
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from delegations.execution import execute
+from delegations.inbox.decisions import approval_decide
 from delegations.models import Approval, Run, RunCheckpoint, RunEvent, RunMessage
 from delegations.protocol.adapters import register_adapter
 from delegations.protocol.adapters.base import Message, ModelTurn, TextCallback, ToolSchema
 from delegations.protocol.adapters.scripted import ScriptedAdapter
-from delegations.services import (
-    approval_decide,
-    archive_runs,
-    run_cancel,
-    run_create,
-    run_retry,
-    run_send_message,
-    sweep_runs,
-)
+from delegations.runs.execution import execute
+from delegations.runs.maintenance import archive_runs, sweep_runs
+from delegations.runs.workflows import run_cancel, run_create, run_retry, run_send_message
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.models.runs import new_run_id
-from delegations.services import append_events, run_create
+from delegations.runs.record import append_events
+from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import pytest
 from django.tasks import TaskResultStatus
 
 from delegations.models.runs import new_run_id
-from delegations.tasks import execute_run
-from delegations.worker import WorkerThread
+from delegations.runs.queue import execute_run
+from delegations.runs.worker import WorkerThread
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +36,7 @@ def test_a_task_enqueued_in_the_workers_process_starts_without_waiting_for_the_n
 def test_settling_the_heap_freezes_what_startup_made_and_makes_young_collections_rarer() -> None:
     import gc
 
-    from delegations.worker import YOUNG_COLLECTION_THRESHOLD, settle_heap
+    from delegations.runs.worker import YOUNG_COLLECTION_THRESHOLD, settle_heap
 
     threshold = gc.get_threshold()
     try:

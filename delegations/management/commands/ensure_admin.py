@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
-from delegations.roles import APPROVERS, COMPOSERS
+from delegations.accounts.roles import APPROVERS, COMPOSERS
 
 
 class Command(BaseCommand):

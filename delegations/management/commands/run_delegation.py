@@ -1,5 +1,5 @@
 """`manage.py run_delegation PACKET.json`: run one packet in-process to a terminal state
-(DESIGN §4), recording the run in the database like any other.
+recording the run in the database like any other.
 
 Exit status: 0 when the run ends COMPLETE with SUCCESS or PARTIAL_COMPLETION, 1 for any
 other terminal state, 2 for unusable input (the reason on stderr).
@@ -16,19 +16,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from delegations.execution import (
-    Execution,
-    acquire_lease,
-    has_pending_approvals,
-    new_lease_owner,
-    release_lease,
-)
 from delegations.models import Approval, Run, RunEvent
 from delegations.models.runs import TERMINAL
 from delegations.protocol.approvals import AutoGate, Decision
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lifecycle import RunState
-from delegations.services import run_cancel, run_create
+from delegations.runs.execution import Execution, acquire_lease, new_lease_owner, release_lease
+from delegations.runs.workflows import run_cancel, run_create
 
 UNUSABLE = 2
 POLL_SECONDS = 1.0
@@ -52,7 +46,7 @@ def _read_json(source: str, what: str) -> Any:
 
 
 class Command(BaseCommand):
-    help = ("Run a hand-off packet (any seed dialect) in-process and print its events as they "
+    help = ("Run a hand-off packet (any dialect Handoff reads) in-process and print its events as they "
             "happen, then the result. Exit 0 = COMPLETE with SUCCESS/PARTIAL_COMPLETION, "
             "1 = another terminal state, 2 = unusable input.")
 
@@ -205,4 +199,4 @@ def _while_parked(root_id: str, owner: str) -> str:
         release_lease(root_id, owner)
         run_cancel(run=first, reason="Cancelled while waiting for a decision.")
         return "over" if Run.objects.get(pk=root_id).is_terminal else "resume"
-    return "wait" if has_pending_approvals(root_id) else "resume"
+    return "wait" if Approval.objects.pending_in_tree(root_id).exists() else "resume"

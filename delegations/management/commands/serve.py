@@ -18,7 +18,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, host: str, port: int, no_worker: bool, **options: Any) -> None:
         import uvicorn
 
-        from delegations.worker import WorkerThread, settle_heap, uses_database_backend
+        from delegations.runs.worker import WorkerThread, settle_heap, uses_database_backend
 
         # uvloop and the websockets protocol: a frame is written to its socket from C at
         # once, where Daphne/Twisted queued it for the next loop pass (an epoll_ctl per

@@ -1,4 +1,4 @@
-"""`manage.py subagents list|stop|log|info|send` (seed 004's /subagents command).
+"""`manage.py subagents list|stop|log|info|send` (OpenClaw's /subagents command).
 
 A run is named by its id, a unique prefix of it (at least 6 characters), or its session
 key (``agent:<agentId>:subagent:<uuid>``).
@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from delegations.models import Run, RunEvent
 from delegations.protocol.events import EventType
-from delegations.services import RunError, run_cancel, run_send_message
+from delegations.runs.workflows import RunError, run_cancel, run_send_message
 
 MIN_PREFIX = 6
 
@@ -41,7 +41,7 @@ def _age(run: Run) -> str:
 
 
 class Command(BaseCommand):
-    help = "Manage sub-agent runs: list, stop, log, info, send (seed 004)."
+    help = "Manage sub-agent runs: list, stop, log, info, send (as OpenClaw's /subagents)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)

@@ -15,8 +15,8 @@ class Command(BaseCommand):
                             help="Seconds between polls of the task table when idle.")
 
     def handle(self, *args: Any, interval: float, **options: Any) -> None:
-        from delegations import execution  # noqa: F401  (the runner, imported before settling)
-        from delegations.worker import WorkerThread, settle_heap, uses_database_backend
+        from delegations.runs import queue  # noqa: F401  (the runner, imported before settling)
+        from delegations.runs.worker import WorkerThread, settle_heap, uses_database_backend
 
         if not uses_database_backend():
             raise CommandError("HANDOFF_TASK_BACKEND is not 'db': start that backend's own workers "

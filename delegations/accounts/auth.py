@@ -13,7 +13,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
-from .models import APIToken
+from delegations.models import APIToken
 
 
 class BearerTokenAuth(HttpBearer):

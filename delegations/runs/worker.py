@@ -1,8 +1,9 @@
 """Background workers: a django-tasks-db worker with a heartbeat row, runnable as a thread
 inside the server process (`manage.py serve`) or as its own process (`manage.py worker`).
 
-Run-level leases and the sweeper for runs whose worker died live with the runs; this
-module only keeps workers alive and visible (GET /api/health reports them)."""
+Run-level leases live with the execution; this module keeps workers alive and visible
+(GET /api/health reports them) and runs the periodic jobs (the sweeper for runs whose
+worker died, the archiver) on every heartbeat."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
+from django_tasks_db.management.commands.db_worker import Worker
+from django_tasks_db.models import DBTaskResult
 
-from .models import WorkerHeartbeat
+from delegations.models import WorkerHeartbeat
+from delegations.runs.maintenance import archive_job, sweep_job
 
 # Young collections at CPython's default (every 700 new containers) ran about ten
 # times a second in a server streaming a busy tree, at a few ms each; every 10,000 they
@@ -41,8 +44,8 @@ def settle_heap() -> None:
 logger = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 5.0
 
-# Called on every heartbeat tick (e.g. the sweeper for lost runs); registered by other modules.
-periodic_jobs: list[Callable[[str], None]] = []
+# called with the worker's id on every heartbeat
+PERIODIC_JOBS = (sweep_job, archive_job)
 
 
 class WorkerThread(threading.Thread):
@@ -54,8 +57,6 @@ class WorkerThread(threading.Thread):
 
     def __init__(self, *, kind: str = "embedded", interval: float = 0.2, queue: str = "default") -> None:
         super().__init__(name="handoff-worker", daemon=True)
-        from django_tasks_db.management.commands.db_worker import Worker
-
         self.worker_id = f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.kind = kind
         self.interval = interval
@@ -87,8 +88,6 @@ class WorkerThread(threading.Thread):
         """A plain read, before the worker's poll: the poll takes SQLite's write lock (and
         reconnects) every time, and five times a second that made the runs' event writes
         queue behind it."""
-        from django_tasks_db.models import DBTaskResult
-
         return bool(DBTaskResult.objects.ready().filter(
             backend_name=self._worker.backend_name, queue_name__in=self._worker.queue_names).exists())
 
@@ -110,7 +109,7 @@ class WorkerThread(threading.Thread):
         while not self._stop_event.wait(HEARTBEAT_SECONDS):
             try:
                 self._touch()
-                for job in list(periodic_jobs):
+                for job in PERIODIC_JOBS:
                     job(self.worker_id)
             except Exception:
                 logger.exception("Heartbeat of worker %s failed", self.worker_id)

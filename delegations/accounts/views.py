@@ -5,9 +5,9 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from ..http import AuthedRequest
-from ..models import APIToken
-from ..roles import can_approve, can_compose
+from delegations.accounts.requests import AuthedRequest
+from delegations.accounts.roles import can_approve, can_compose
+from delegations.models import APIToken
 
 
 def account(request: AuthedRequest) -> HttpResponse:

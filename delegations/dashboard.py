@@ -12,9 +12,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from ..models import Approval, Run, WorkerHeartbeat
-from ..roles import can_compose
-from ..run_snapshot import result_view
+from delegations.accounts.roles import can_compose
+from delegations.models import Approval, Run, WorkerHeartbeat
+from delegations.runs.snapshot import result_view
 
 ACTIVE_SHOWN = 10
 RECENT_SHOWN = 8

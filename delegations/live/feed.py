@@ -21,13 +21,12 @@ import asyncio
 import json
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from channels.exceptions import ChannelFull
+from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 logger = logging.getLogger(__name__)
@@ -48,74 +47,6 @@ def register_consumer_loop() -> None:
     if _server_loop is not loop:
         with _loop_lock:
             _server_loop = loop
-
-
-class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
-    """channels' in-memory layer, made cheap for one message to many channels (the inbox
-    group of every approver's socket; a run's viewers share one channel, see RunFeed)
-    and for a channel that receives message after message. The stock layer deep-copies
-    the message for every channel in a task of its own, sweeps every channel for expired messages on each send
-    and receive (work that grows with the square of the audience) and builds a queue on
-    every receive; here a message that holds only immutable values (strings, numbers,
-    tuples of them: every ``run.events`` message) is shared by the channels, expired
-    messages are swept at most once a second (they live for a minute), and a channel
-    keeps its queue while its consumer receives."""
-
-    SWEEP_SECONDS = 1.0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._swept = 0.0
-
-    def _clean_expired(self) -> None:
-        now = time.monotonic()
-        if now - self._swept >= self.SWEEP_SECONDS:
-            self._swept = now
-            super()._clean_expired()
-
-    async def group_send(self, group: str, message: dict[str, Any]) -> None:
-        if not _immutable(message):
-            await super().group_send(group, message)
-            return
-        assert isinstance(message, dict), "Message is not a dict"
-        self.require_valid_group_name(group)
-        self._clean_expired()
-        expires = time.time() + self.expiry
-        for channel in list(self.groups.get(group, ())):
-            queue = self.channels.get(channel)
-            if queue is None:
-                queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
-            try:
-                queue.put_nowait((expires, dict(message)))
-            except asyncio.QueueFull:
-                # as the stock layer: dropped (the viewer refills the gap from the log)
-                logger.debug("%s", ChannelFull(channel))
-
-    async def receive(self, channel: str) -> dict[str, Any]:
-        # The stock receive builds a new asyncio.Queue on every call (setdefault's default)
-        # and drops the channel's queue whenever it runs empty: a hundred viewers paid for
-        # both on every message. The queue stays until its consumer stops receiving.
-        self.require_valid_channel_name(channel)
-        self._clean_expired()
-        queue = self.channels.get(channel)
-        if queue is None:
-            queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
-        try:
-            _, message = await queue.get()
-        except asyncio.CancelledError:
-            if queue.empty():
-                self.channels.pop(channel, None)
-            raise
-        assert isinstance(message, dict)
-        return message
-
-
-def _immutable(value: Any) -> bool:
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and _immutable(item) for key, item in value.items())
-    if isinstance(value, tuple):
-        return all(_immutable(item) for item in value)
-    return value is None or isinstance(value, (str, int, float, bytes))
 
 
 def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str]],
@@ -228,7 +159,7 @@ class RunFeed:
 _feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunFeed] = weakref.WeakKeyDictionary()
 
 
-def feed() -> RunFeed:
+def run_feed() -> RunFeed:
     """The running loop's feed (a process serves its websockets from one loop; tests run
     one loop each), on the current channel layer."""
     loop = asyncio.get_running_loop()
@@ -289,8 +220,6 @@ def publish_sync(messages: list[tuple[str, dict[str, Any]]]) -> None:
         future: Future[None] = asyncio.run_coroutine_threadsafe(_send_all(messages), loop)
         del future  # fire and forget: the server loop owns delivery
         return
-    from asgiref.sync import async_to_sync
-
     async_to_sync(_send_all)(messages)
 
 

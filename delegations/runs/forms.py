@@ -49,9 +49,9 @@ def _json_error(exc: json.JSONDecodeError) -> str:
 class RunStartForm(forms.Form):
     packet = forms.CharField(
         max_length=PASTE_LIMIT, widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false"}),
-        help_text="A hand-off packet as JSON, in any seed spelling: seed 000 delegate_task "
-                  "arguments, seed 001 base params, seed 002 HandoffPackage, seed 003 contract "
-                  "or seed 004 sessions_spawn.")
+        help_text="A hand-off packet as JSON, in any dialect Handoff reads: delegate_task "
+                  "arguments, agloop base params, a HandoffPackage, a delegation contract "
+                  "or OpenClaw sessions_spawn parameters (docs/protocol.md).")
     adapter = forms.ChoiceField(
         choices=[(name, f"{name} — {spec.description}") for name, spec in ADAPTERS.items()],
         help_text="Which model runs it. API keys come from the server's environment.")
@@ -92,24 +92,10 @@ class RunStartForm(forms.Form):
 class RetryForm(forms.Form):
     fix_instructions = forms.CharField(
         required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Optional: what the next attempt should do differently (seed 001 "
+        help_text="Optional: what the next attempt should do differently (it becomes "
                   "previous_failure.fix_instructions).")
 
 
 class MessageForm(forms.Form):
     text = forms.CharField(max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}),
                            error_messages={"required": "Write what the subagent should know."})
-
-
-class DecisionForm(forms.Form):
-    """A person's decision on an approval item: approve, reject, or answer a clarification.
-    Whether a rejection has its reason and an answer its text is approval_decide's rule."""
-
-    decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject"),
-                                          ("answer", "answer")])
-    comment = forms.CharField(required=False, max_length=5_000)
-    answer = forms.CharField(required=False, max_length=20_000)
-
-
-# how a decision reads in the confirmation message
-DECIDED = {"approve": "approved", "reject": "rejected", "answer": "answered"}

@@ -2,7 +2,7 @@
 streamed text of the tree, budget meters, the delegation tree, edits as diffs, the result.
 
 The live view and its no-JS snapshot render the same data through the same template
-fragments (the event log is the source of truth, DESIGN §3.4), so both are built here.
+fragments (the event log is the source of truth), so both are built here.
 Everything returned is plain dicts and lists, ready for the templates.
 """
 

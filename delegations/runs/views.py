@@ -1,7 +1,7 @@
 """Run pages: the run list, starting a run, the live run view and its controls.
 
-Workflows (create, cancel, message, retry, decide) live in :mod:`delegations.services`;
-these views check who may do what, call them, and redirect. A run someone may not see
+Workflows (create, cancel, message, retry) live in :mod:`delegations.runs.workflows`;
+deciding an item from the run page is the inbox's (:mod:`delegations.inbox.views`). These views check who may do what, call them, and redirect. A run someone may not see
 answers 404; a missing role answers 403 with what to ask for.
 """
 
@@ -16,38 +16,23 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from delegations import run_snapshot
-from delegations.forms import (
-    DECIDED,
-    DecisionForm,
-    MessageForm,
-    RetryForm,
-    RunFilterForm,
-    RunStartForm,
-)
-from delegations.models import Approval, Run
+from delegations.accounts.roles import can_approve, can_compose
+from delegations.models import Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
-from delegations.roles import can_approve, can_compose
-from delegations.services import (
-    RunError,
-    approval_decide,
-    run_cancel,
-    run_create,
-    run_retry,
-    run_send_message,
-)
+from delegations.runs import snapshot as run_snapshot
+from delegations.runs.forms import MessageForm, RetryForm, RunFilterForm, RunStartForm
+from delegations.runs.workflows import RunError, run_cancel, run_create, run_retry, run_send_message
+from skills.models import Skill
 
 PAGE_SIZE = 25
 LIST_POLL_TRIGGER = "run-results"   # the id of the list section that polls itself
 START_REFUSED = ("Starting runs needs the composer role. Ask an admin to add you to the "
                  "“composers” group; meanwhile you can watch the runs you can see.")
-DECIDE_REFUSED = ("Deciding approvals needs the approver role. Ask an admin to add you to "
-                  "the “approvers” group, or ask an approver to decide.")
 
 
 def _get_run_for_user(request: HttpRequest, run_id: str) -> Run:
@@ -117,11 +102,7 @@ def _example_value(schema: Any) -> Any:
 
 
 def _skill_prefill(ref: str) -> dict[str, Any] | None:
-    """A packet to start from for a registered skill (the skills app may be absent)."""
-    try:
-        from skills.models import Skill
-    except ImportError:
-        return None
+    """A packet to start from for a registered skill."""
     skill = Skill.objects.resolve(ref)
     if skill is None:
         return None
@@ -204,20 +185,13 @@ def _start_errors(form: RunStartForm, error: ProtocolError) -> list[dict[str, st
 
 # -- one run ------------------------------------------------------------------------------
 
-def _inbox_url() -> str:
-    try:
-        return reverse("delegations:inbox")
-    except NoReverseMatch:
-        return ""  # the inbox pages are not installed yet
-
-
 def _detail_context(request: HttpRequest, run: Run, **snapshot_options: Any) -> dict[str, Any]:
     context = run_snapshot.snapshot(run, **snapshot_options)
     context.update({
         "can_compose": can_compose(request.user), "can_approve": can_approve(request.user),
         "message_form": MessageForm(), "retry_form": RetryForm(),
         "live_url": reverse("delegations:run_live", args=[run.pk]),
-        "websocket_path": f"/ws/runs/{run.pk}/", "inbox_url": _inbox_url(),
+        "websocket_path": f"/ws/runs/{run.pk}/", "inbox_url": reverse("delegations:inbox"),
     })
     return context
 
@@ -289,27 +263,3 @@ def run_retry_view(request: HttpRequest, run_id: str) -> HttpResponse:
     messages.success(request, f"Attempt {retried.attempt} started, with what went wrong in attempt "
                               f"{run.attempt} as its previous_failure.")
     return redirect(_detail_url(retried))
-
-
-@require_POST
-def run_decide_view(request: HttpRequest, run_id: str, approval_id: int) -> HttpResponse:
-    """Decide a pending item of this run's tree from the run page, as the inbox does."""
-    run = _get_run_for_user(request, run_id)
-    if not can_approve(request.user):
-        raise PermissionDenied(DECIDE_REFUSED)
-    approval = Approval.objects.filter(pk=approval_id, run__in=run.tree()).first()
-    if approval is None:
-        raise Http404(f"No approval {approval_id} in this run's tree.")
-    form = DecisionForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Choose approve, reject or answer.")
-        return redirect(_detail_url(run))
-    decision = form.cleaned_data["decision"]
-    try:
-        approval_decide(approval=approval, user=request.user, decision=decision,
-                        comment=form.cleaned_data["comment"], answer=form.cleaned_data["answer"])
-    except RunError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, f"Approval #{approval.pk} {DECIDED[decision]}; the run resumes.")
-    return redirect(_detail_url(run))

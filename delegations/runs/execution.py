@@ -1,6 +1,6 @@
 """Executing a run tree in a worker: lease, runner, heartbeat, cancel and message pickup.
 
-A task (``delegations.tasks.execute_run``) takes the root run's lease and hands the tree
+A task (``delegations.runs.queue.execute_run``) takes the root run's lease and hands the tree
 to this process's :class:`RunHost`: one thread with an asyncio loop on which every tree
 this process executes runs concurrently (children are asyncio tasks of their root, as
 the runner makes them). With a long-lived worker (django-tasks-db, embedded or
@@ -11,19 +11,19 @@ backend) the task waits for the tree to finish or park.
 While a tree executes, a watcher renews the lease every few seconds and, twice a
 second, picks up what other processes asked for: cancel requests (``runner.cancel``)
 and messages (``runner.send_message``). When the tree ends or parks the lease is
-released; a finished root makes room in its owner's lane.
+released and the caller's ``on_finished`` says what follows (the queue makes room in the
+owner's lane, or queues a tree again whose items were decided while it parked).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import socket
-import sys
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -40,18 +40,20 @@ from delegations.protocol.adapters import make_adapter
 from delegations.protocol.approvals import ApprovalGate
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
-from delegations.protocol.runner import Runner, RunnerSettings, RunOutcome
-from delegations.sink import (
-    DatabaseThread,
-    DjangoApprovalGate,
-    DjangoCheckpointStore,
-    DjangoEventSink,
-    EventListener,
-)
+from delegations.protocol.runner import Runner, RunOutcome
+from delegations.runs.approval_gate import DjangoApprovalGate
+from delegations.runs.checkpoints import DjangoCheckpointStore
+from delegations.runs.database_thread import DatabaseThread
+from delegations.runs.record import record_end
+from delegations.runs.runner_setup import adapter_config, runner_settings
+from delegations.runs.sink import DjangoEventSink, EventListener
 
 logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 0.5          # how often cancel requests and messages are picked up
+
+# what follows a worker's turn on a tree: called with the root's id and state
+FinishedHook = Callable[[str, str], None]
 
 
 def lease_seconds() -> float:
@@ -60,35 +62,6 @@ def lease_seconds() -> float:
 
 def new_lease_owner() -> str:
     return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def runner_settings() -> RunnerSettings:
-    """RunnerSettings from the HANDOFF_* settings. The token key derives from SECRET_KEY so
-    that every worker of an installation verifies the tokens another one issued."""
-    key = hashlib.sha256(b"handoff-capability-tokens:" + settings.SECRET_KEY.encode()).digest()
-    return RunnerSettings(
-        token_key=key, max_depth=settings.HANDOFF_MAX_DEPTH,
-        soft_threshold=settings.HANDOFF_SOFT_BUDGET_THRESHOLD,
-        approval_required=frozenset(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES),
-        workspace_root=settings.HANDOFF_WORKSPACE_ROOT,
-        subprocess_enabled=settings.HANDOFF_SUBPROCESS_ENABLED,
-        payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
-
-
-def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's adapter config with the installation's defaults filled in. Keys never
-    travel in configs: the provider adapters read them from the environment."""
-    merged = dict(config or {})
-    if name == "openai":
-        merged.setdefault("model", settings.HANDOFF_OPENAI_MODEL)
-        base_url = os.environ.get("OPENAI_BASE_URL")
-        if base_url:
-            merged.setdefault("base_url", base_url)
-    elif name == "anthropic":
-        merged.setdefault("model", settings.HANDOFF_ANTHROPIC_MODEL)
-    elif name == "local" and settings.HANDOFF_LOCAL_MODEL_PATH:
-        merged.setdefault("model_path", settings.HANDOFF_LOCAL_MODEL_PATH)
-    return merged
 
 
 # -- leases ------------------------------------------------------------------------------
@@ -105,10 +78,6 @@ def acquire_lease(run_id: str, owner: str) -> Run | None:
 
 def release_lease(run_id: str, owner: str) -> None:
     Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
-
-
-def has_pending_approvals(root_id: str) -> bool:
-    return Approval.objects.pending().filter(Q(run_id=root_id) | Q(run__root_id=root_id)).exists()
 
 
 @dataclass
@@ -141,11 +110,12 @@ def _mark_delivered(message_ids: list[int]) -> None:
 class Execution:
     """One worker (or the run_delegation command) executing one run tree under its lease."""
 
-    def __init__(self, run: Run, owner: str, *, gate: ApprovalGate | None = None,
-                 listener: EventListener | None = None) -> None:
+    def __init__(self, run: Run, owner: str, *, on_finished: FinishedHook | None = None,
+                 gate: ApprovalGate | None = None, listener: EventListener | None = None) -> None:
         self.run = run
         self.root_id = run.pk
         self.owner = owner
+        self.on_finished = on_finished
         self.db = DatabaseThread()
         self.sink = DjangoEventSink(self.db, listener=listener)
         self.checkpoints = DjangoCheckpointStore(self.sink)
@@ -157,14 +127,10 @@ class Execution:
 
     async def execute(self) -> str:
         """A worker's whole turn: run or resume the tree, store everything, release the
-        lease; returns the root's state when it ended or parked."""
+        lease and say what follows; returns the root's state when it ended or parked."""
         try:
             state = await self.drive()
-            again = await self.db.call(finish_execution, self.root_id, self.owner, state)
-            if again:
-                from delegations.tasks import enqueue_run
-
-                await self.db.call(enqueue_run, self.root_id)
+            await self.db.call(finish_execution, self.root_id, self.owner, state, self.on_finished)
             return state
         finally:
             self.db.close()
@@ -239,22 +205,14 @@ class Execution:
                 await self.db.call(_mark_delivered, delivered)
 
 
-def finish_execution(root_id: str, owner: str, state: str) -> bool:
-    """Release the lease; True when the tree should be resumed at once (it parked, but
-    every inbox item it waits for was decided meanwhile)."""
-    from delegations.services import dispatch_lane
-
+def finish_execution(root_id: str, owner: str, state: str, on_finished: FinishedHook | None) -> None:
     release_lease(root_id, owner)
-    root = Run.objects.get(pk=root_id)
-    again = state == RunState.AWAITING_APPROVAL and not root.is_terminal and not has_pending_approvals(root_id)
-    dispatch_lane(root.owner_id)
+    if on_finished is not None:
+        on_finished(root_id, state)
     close_old_connections()
-    return again
 
 
 def fail_unstarted(run_id: str, error: dict[str, Any]) -> None:
-    from delegations.services import record_end
-
     run = Run.objects.get(pk=run_id)
     if not run.is_terminal:
         record_end(run, RunState.FAILED, error=error)
@@ -269,10 +227,6 @@ class RunHost:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        # The server's event loop, this loop and the database thread pass the GIL back and
-        # forth on every event; at the default 5 ms switch interval a busy run makes live
-        # delivery wait for it. 1 ms keeps hand-overs short at a small cost in throughput.
-        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._serve, name="handoff-run-host", daemon=True)
         self.thread.start()
@@ -299,21 +253,23 @@ def _log_failure(future: Future[str]) -> None:
         logger.error("A run execution failed", exc_info=future.exception())
 
 
-def execute(run_id: str, *, wait: bool) -> str:
+def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None) -> str:
     """Take the lease of root run ``run_id`` and execute its tree on the run host.
 
     Returns the root's state when ``wait`` (after it finished or parked), else
     ``"started"``; ``"skipped"`` when another worker holds it, it is over, it waits for
-    a lane slot, or it is parked on an undecided inbox item."""
+    a lane slot, or it is parked on an undecided inbox item. ``on_finished(root_id, state)``
+    runs in the execution's database thread once the tree ended or parked."""
     owner = new_lease_owner()
     run = acquire_lease(run_id, owner)
     if run is None:
         return "skipped"
     waiting_for_slot = run.state == RunState.PENDING and run.allocated_at is None
-    if waiting_for_slot or (run.state == RunState.AWAITING_APPROVAL and has_pending_approvals(run_id)):
+    parked = run.state == RunState.AWAITING_APPROVAL and Approval.objects.pending_in_tree(run_id).exists()
+    if waiting_for_slot or parked:
         release_lease(run_id, owner)
         return "skipped"
-    future = RunHost.get().submit(Execution(run, owner))
+    future = RunHost.get().submit(Execution(run, owner, on_finished=on_finished))
     if not wait:
         return "started"
     return future.result()

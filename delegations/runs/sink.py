@@ -1,8 +1,8 @@
-"""The runner's host interfaces, backed by the database: event sink, checkpoint store and
-approval gate (DESIGN §2.10, §3.5).
+"""The runner's event sink, backed by the event log.
 
-All three talk to the database through one :class:`DatabaseThread`, so what the runner
-reports is stored in the order it happened. The sink does not write each event on its
+The sink, the checkpoint store and the approval gate of an execution talk to the
+database through one :class:`~delegations.runs.database_thread.DatabaseThread`, so what the
+runner reports is stored in the order it happened. The sink does not write each event on its
 own: events queue up and a flusher stores them in batches (one transaction each), then
 publishes them; consecutive text deltas of a run are merged into one event while they
 wait (about 50 ms), which keeps the event log and the channel layer small without
@@ -19,26 +19,15 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db import DatabaseError, close_old_connections, connection
-
-from delegations import live
-from delegations.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
-from delegations.models import Approval, RunCheckpoint
-from delegations.protocol.approvals import (
-    ApprovalDecision,
-    ApprovalRequest,
-    Decision,
-    RunParked,
-)
+from delegations.live import feed
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.events import EventType
-from delegations.protocol.lifecycle import is_terminal
+from delegations.runs.database_thread import DatabaseThread
+from delegations.runs.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 # called with each stored batch of events (wire shape, in order): run_delegation prints them
 EventListener = Callable[[list[dict[str, Any]]], None]
 
@@ -50,36 +39,6 @@ COALESCE_SECONDS = 0.05
 PUBLISH_SECONDS = 0.015
 RETRY_SECONDS = 0.5
 MAX_PERSIST_ATTEMPTS = 20
-
-
-class DatabaseThread:
-    """One thread that makes every ORM call of an execution (async code may not), on one
-    connection kept for the execution: reopening it (SQLite reconnects and compiles its
-    statements again) cost every stored batch. A call that fails on a database error
-    closes it, so the next call starts on a fresh one."""
-
-    def __init__(self, name: str = "handoff-db") -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, _reconnecting_on_error,
-                                                                fn, *args)
-
-    def close(self) -> None:
-        def _close() -> None:
-            close_old_connections()
-            connection.close()
-        with contextlib.suppress(Exception):
-            self._executor.submit(_close).result(timeout=10)
-        self._executor.shutdown(wait=True)
-
-
-def _reconnecting_on_error[R](fn: Callable[..., R], *args: Any) -> R:
-    try:
-        return fn(*args)
-    except DatabaseError:
-        connection.close()
-        raise
 
 
 class DjangoEventSink:
@@ -216,7 +175,7 @@ class DjangoEventSink:
             events, self._outbox = self._outbox, []
             texts, self._outbox_texts = self._outbox_texts, []
             if events:
-                await live.publish(list(live.group_messages(events, self._lineage_out, texts).items()))
+                await feed.publish(list(feed.group_messages(events, self._lineage_out, texts).items()))
             await asyncio.sleep(self.publish_s)
             if not self._outbox:
                 return  # idle: the next stored batch starts a new publisher at once
@@ -248,57 +207,3 @@ class DjangoEventSink:
                 logger.warning("Storing events failed (attempt %d), retrying: %s", attempt, exc)
                 await asyncio.sleep(RETRY_SECONDS)
         return None
-
-
-class DjangoCheckpointStore:
-    """Checkpoints in ``RunCheckpoint``, written in order with the run's events."""
-
-    def __init__(self, sink: DjangoEventSink) -> None:
-        self.sink = sink
-        self._latest: dict[str, Checkpoint] = {}
-
-    async def save(self, run_id: str, checkpoint: Checkpoint) -> None:
-        # a finished run's checkpoint is read again only on a resume, which loads it from
-        # the database: keeping all of a big tree's would grow the heap the collector walks
-        if is_terminal(checkpoint.state):
-            self._latest.pop(run_id, None)
-        else:
-            self._latest[run_id] = checkpoint
-        await self.sink.store_checkpoint(run_id, checkpoint)
-
-    async def load(self, run_id: str) -> Checkpoint | None:
-        if run_id in self._latest:
-            return self._latest[run_id]
-        await self.sink.flush()
-        data = await self.sink.db.call(RunCheckpoint.data_of, run_id)
-        return Checkpoint.model_validate(data) if data else None
-
-
-class DjangoApprovalGate:
-    """Opens an inbox item per request key; answers from it once a person decided, else
-    parks the run (the worker is released; the decision re-enqueues the run's root)."""
-
-    def __init__(self, sink: DjangoEventSink) -> None:
-        self.sink = sink
-        self.opened: list[int] = []
-
-    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
-        await self.sink.flush()  # the asking run's row exists before the item points at it
-        approval, created = await self.sink.db.call(_open_approval, request)
-        if created:
-            self.opened.append(approval.pk)
-            await live.publish(live.inbox_message("approval.created", approval.as_event_data()))
-        decision = approval.to_decision()
-        if decision is not None:
-            return decision
-        if approval.status == Approval.Status.EXPIRED:
-            return ApprovalDecision(Decision.REJECT, comment="The request expired.")
-        raise RunParked(request)
-
-
-def _open_approval(request: ApprovalRequest) -> tuple[Approval, bool]:
-    return Approval.objects.select_related("decided_by").get_or_create(
-        key=request.key,
-        defaults={"run_id": request.run_id, "kind": str(request.kind), "title": request.title[:500],
-                  "payload": request.payload, "risk": request.risk})
-

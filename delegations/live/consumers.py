@@ -1,4 +1,4 @@
-"""The websockets (DESIGN §3.4): live runs and the approval inbox."""
+"""The websockets: live runs (``/ws/runs/<id>/``) and the approval inbox (``/ws/inbox/``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db.models import Q
 
-from . import live
+from delegations.accounts.roles import can_approve
+from delegations.live import feed
+from delegations.models import Approval, Run, RunEvent
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +59,6 @@ def _query_flag(query_string: bytes, name: str) -> bool:
 def _run_access(user: Any, run_id: str) -> tuple[str, bool, list[str]]:
     """("ok", is it a root, ids of the run and its descendants) | ("missing", ...) |
     ("forbidden", ...)."""
-    from .models import Run
-
     run = Run.objects.filter(pk=run_id).only("id", "parent_id", "root_id", "owner_id").first()
     if run is None:
         return "missing", False, []
@@ -71,10 +72,6 @@ def _backlog(run_id: str, whole_tree: bool, run_ids: list[str], cursors: dict[st
              after_id: int) -> list[tuple[int, str, int, str]]:
     """The next chunk of stored events of the run and its descendants (in storage order)
     past each run's cursor."""
-    from django.db.models import Q
-
-    from .models import RunEvent
-
     events = (RunEvent.objects.filter(run__root_id=run_id) if whole_tree
               else RunEvent.objects.filter(run_id__in=run_ids))
     for cursor_run, cursor in cursors.items():
@@ -87,8 +84,6 @@ def _backlog(run_id: str, whole_tree: bool, run_ids: list[str], cursors: dict[st
 
 @database_sync_to_async
 def _between(run_id: str, after: int, before: int) -> list[tuple[int, str]]:
-    from .models import RunEvent
-
     rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lt=before).order_by("seq")
     return [(row.seq, json.dumps(row.as_wire(), separators=(",", ":"), default=str)) for row in rows]
 
@@ -129,7 +124,7 @@ class RunConsumer(_JsonFramesConsumer):
     ``pong`` and ``error``. ``after.<run id>=M`` sets the cursor of a descendant;
     ``batch=1`` lets a frame carry a JSON array of events (busy trees, many viewers).
 
-    Live events come from the process's :class:`live.RunFeed`, not from a channel of the
+    Live events come from the process's :class:`feed.RunFeed`, not from a channel of the
     consumer's own. While the backlog is sent, a gap is refilled from the log or a send
     waits on a slow socket, the live messages that arrive are held and sent after it, in
     order (see :meth:`take`)."""
@@ -137,7 +132,7 @@ class RunConsumer(_JsonFramesConsumer):
     group: str | None = None
 
     async def connect(self) -> None:
-        live.register_consumer_loop()
+        feed.register_consumer_loop()
         user = self.scope.get("user")
         self.cursors: dict[str, int] = {}
         if user is None or not user.is_authenticated:
@@ -153,8 +148,8 @@ class RunConsumer(_JsonFramesConsumer):
         # join first, then read the backlog: an event stored in between arrives both ways
         # and the cursors drop the second copy
         self.held: list[dict[str, Any]] | None = []
-        self.feed = live.feed()
-        self.group = live.run_group(self.run_id)
+        self.feed = feed.run_feed()
+        self.group = feed.run_group(self.run_id)
         await self.feed.join(self.group, self)
         try:
             await self.accept()
@@ -253,7 +248,7 @@ class InboxConsumer(_JsonFramesConsumer):
     """/ws/inbox/: ``approval.created`` and ``approval.decided`` notices for approvers."""
 
     async def connect(self) -> None:
-        live.register_consumer_loop()
+        feed.register_consumer_loop()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.accept()
@@ -264,8 +259,8 @@ class InboxConsumer(_JsonFramesConsumer):
             await self.accept()
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        await self.channel_layer.group_add(live.INBOX_GROUP, self.channel_name)
-        self.groups.append(live.INBOX_GROUP)
+        await self.channel_layer.group_add(feed.INBOX_GROUP, self.channel_name)
+        self.groups.append(feed.INBOX_GROUP)
         await self.accept()
         await self.send_json({"type": "inbox.synced", "pending": pending})
 
@@ -276,9 +271,6 @@ class InboxConsumer(_JsonFramesConsumer):
 @database_sync_to_async
 def _inbox_access(user: Any) -> int | None:
     """The pending count for an approver (or staff), None for anyone else."""
-    from .models import Approval
-    from .roles import can_approve
-
     if not (user.is_staff or can_approve(user)):
         return None
     return int(Approval.objects.pending().count())

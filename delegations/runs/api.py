@@ -1,10 +1,10 @@
-"""REST routes for runs, approvals and result parsing (DESIGN §3.3).
+"""REST routes for runs (``/api/runs``) and result parsing (``/api/protocol``).
 
 Visibility: a user sees the runs they own and every run in those trees; staff see every
 run. A run someone may not see answers 404 (its existence is not revealed); acting on a
 visible run answers 403 when the role is missing (creating and retrying need the
-composer role, deciding an inbox item the approver role). Approvers and staff see every
-inbox item; others see the items of their own runs.
+composer role). A request that conflicts with the run's state raises ``RunError``, which
+the API answers with its status (409 or 422) and message.
 """
 
 from __future__ import annotations
@@ -15,28 +15,18 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpRequest
-from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
-from .models import Approval, Delegation, Run, RunEvent
-from .protocol.approvals import ApprovalKind
-from .protocol.errors import ErrorCode, ProtocolError
-from .protocol.lifecycle import A2A_STATE, RunState
-from .protocol.results import parse_result
-from .roles import can_approve, can_compose
-from .services import (
-    RunError,
-    approval_decide,
-    run_cancel,
-    run_create,
-    run_retry,
-    run_send_message,
-)
+from delegations.accounts.roles import can_compose
+from delegations.models import Delegation, Run, RunEvent
+from delegations.protocol.errors import ErrorCode, ProtocolError
+from delegations.protocol.lifecycle import A2A_STATE, RunState
+from delegations.protocol.results import parse_result
+from delegations.runs.workflows import run_cancel, run_create, run_retry, run_send_message
 
-runs_router = Router(tags=["runs"])
-approvals_router = Router(tags=["approvals"])
+router = Router(tags=["runs"])
 protocol_router = Router(tags=["protocol"])
 
 PAGE_SIZE = 50
@@ -54,20 +44,13 @@ class AdapterIn(Schema):
 
 class RunCreateIn(Schema):
     packet: dict[str, Any] | str | None = Field(
-        default=None, description="A hand-off packet in any seed spelling (object or JSON text).")
+        default=None, description="A hand-off packet in any dialect Handoff reads (object or JSON text); see docs/protocol.md.")
     delegation_id: int | None = Field(default=None, description="Run a saved delegation instead.")
     adapter: AdapterIn | None = Field(default=None, description="Default: HANDOFF_DEFAULT_ADAPTER.")
 
 
 class MessageIn(Schema):
     text: str
-
-
-class DecisionIn(Schema):
-    decision: str = Field(description="approve | reject | answer | edit")
-    comment: str = ""
-    answer: str = ""
-    edited_arguments: dict[str, Any] | None = None
 
 
 class RunSummaryOut(Schema):
@@ -150,33 +133,6 @@ class MessageOut(Schema):
     delivered: bool
 
 
-class ApprovalOut(Schema):
-    id: int
-    key: str
-    run_id: str
-    root_run_id: str
-    kind: str
-    status: str
-    title: str
-    payload: dict[str, Any]
-    risk: str
-    requested_at: str
-    decided_at: str | None
-    decided_by: str | None
-    decision: str | None
-    comment: str
-    answer: str
-    edited_arguments: dict[str, Any] | None
-
-
-class ApprovalPageOut(Schema):
-    count: int
-    page: int
-    pages: int
-    page_size: int
-    results: list[ApprovalOut]
-
-
 class RunFilters(Schema):
     state: str | None = None
     skill: str | None = None
@@ -187,16 +143,9 @@ class RunFilters(Schema):
     page_size: int = Field(default=PAGE_SIZE, ge=1, le=200)
 
 
-class ApprovalFilters(Schema):
-    status: str | None = None
-    kind: str | None = None
-    page: int = Field(default=1, ge=1)
-    page_size: int = Field(default=PAGE_SIZE, ge=1, le=200)
-
-
 # -- mapping rows to responses -----------------------------------------------------------------
 
-def _iso(value: Any) -> str | None:
+def iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
@@ -208,9 +157,9 @@ def run_summary(run: Run) -> dict[str, Any]:
         "session_key": run.session_key,
         "owner": run.owner.get_username() if run.owner_id and run.owner else None,
         "parent": run.parent_id, "root": run.root_run_id, "depth": run.depth,
-        "attempt": run.attempt, "usage": run.usage or {}, "created_at": _iso(run.created_at),
-        "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
-        "archived_at": _iso(run.archived_at),
+        "attempt": run.attempt, "usage": run.usage or {}, "created_at": iso(run.created_at),
+        "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
+        "archived_at": iso(run.archived_at),
     }
 
 
@@ -223,25 +172,13 @@ def run_detail(run: Run) -> dict[str, Any]:
         "timeout_s": run.timeout_s, "cleanup": run.cleanup, "result": run.result,
         "criteria_report": run.criteria_report, "findings": run.findings or [],
         "error": run.error, "previous_failure": run.previous_failure, "retry_of": run.retry_of_id,
-        "allocated_at": _iso(run.allocated_at),
+        "allocated_at": iso(run.allocated_at),
         "cancel_requested": run.cancel_requested_at is not None, "last_seq": run.last_seq,
         "children": children, "websocket": f"/ws/runs/{run.pk}/",
     }
 
 
-def approval_out(approval: Approval) -> dict[str, Any]:
-    return {
-        "id": approval.pk, "key": approval.key, "run_id": approval.run_id,
-        "root_run_id": approval.run.root_run_id, "kind": approval.kind, "status": approval.status,
-        "title": approval.title, "payload": approval.payload or {}, "risk": approval.risk,
-        "requested_at": _iso(approval.requested_at), "decided_at": _iso(approval.decided_at),
-        "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
-        "decision": approval.decision or None, "comment": approval.comment,
-        "answer": approval.answer, "edited_arguments": approval.edited_arguments,
-    }
-
-
-def _page(total: int, page: int, size: int) -> tuple[int, int, int]:
+def page_bounds(total: int, page: int, size: int) -> tuple[int, int, int]:
     pages = max(1, -(-total // size))
     start = (page - 1) * size
     return pages, start, start + size
@@ -274,15 +211,11 @@ def _optional_body(request: HttpRequest, field: str) -> str:
     return value
 
 
-def _conflict(exc: RunError) -> HttpError:
-    return HttpError(exc.status, exc.message)
-
-
 # -- runs -------------------------------------------------------------------------------------
 
-@runs_router.post("", response={201: RunDetailOut}, summary="Start a run")
+@router.post("", response={201: RunDetailOut}, summary="Start a run")
 def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]]:
-    """From a packet (any seed spelling) or a saved delegation. 422 when the packet is
+    """From a packet (any dialect) or a saved delegation. 422 when the packet is
     invalid (with every issue) or the adapter is unknown or misconfigured; a packet with
     lint errors becomes a REJECTED run whose findings are in the response."""
     if not can_compose(request.user):
@@ -308,7 +241,7 @@ def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]
     return Status(201, run_detail(run))
 
 
-@runs_router.get("", response=RunPageOut, summary="List runs")
+@router.get("", response=RunPageOut, summary="List runs")
 def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any]:
     runs = Run.objects.visible_to(request.user).select_related("owner")
     if filters.state:
@@ -327,17 +260,17 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
     if not filters.archived:
         runs = runs.filter(archived_at__isnull=True)
     total = runs.count()
-    pages, start, end = _page(total, filters.page, filters.page_size)
+    pages, start, end = page_bounds(total, filters.page, filters.page_size)
     return {"count": total, "page": filters.page, "pages": pages, "page_size": filters.page_size,
             "results": [run_summary(run) for run in runs.order_by("-created_at", "pk")[start:end]]}
 
 
-@runs_router.get("/{run_id}", response=RunDetailOut, summary="One run")
+@router.get("/{run_id}", response=RunDetailOut, summary="One run")
 def get_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
     return run_detail(_visible_run(request, run_id))
 
 
-@runs_router.get("/{run_id}/events", response=EventsOut, summary="The run's events after seq N")
+@router.get("/{run_id}/events", response=EventsOut, summary="The run's events after seq N")
 def run_events(request: HttpRequest, run_id: str, after: int = Query(0, ge=0),
                limit: int = Query(EVENTS_LIMIT, ge=1, le=EVENTS_LIMIT)) -> dict[str, Any]:
     """The event log is the source of truth: a client that missed live events refills the
@@ -352,11 +285,11 @@ def _tree_node(run: Run, children_of: dict[str | None, list[Run]]) -> dict[str, 
     return {"id": run.pk, "label": run.label, "state": run.state, "depth": run.depth,
             "subagent_type": run.subagent_type, "session_key": run.session_key,
             "usage": run.usage or {}, "budget": run.budget or {},
-            "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
+            "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
             "children": [_tree_node(child, children_of) for child in children_of.get(run.pk, [])]}
 
 
-@runs_router.get("/{run_id}/tree", summary="The run and its descendants, nested")
+@router.get("/{run_id}/tree", summary="The run and its descendants, nested")
 def run_tree(request: HttpRequest, run_id: str) -> dict[str, Any]:
     run = _visible_run(request, run_id)
     children_of: dict[str | None, list[Run]] = {}
@@ -365,103 +298,47 @@ def run_tree(request: HttpRequest, run_id: str) -> dict[str, Any]:
     return _tree_node(run, children_of)
 
 
-@runs_router.post("/{run_id}/cancel", response=RunDetailOut, summary="Cancel a run and its descendants")
+@router.post("/{run_id}/cancel", response=RunDetailOut, summary="Cancel a run and its descendants")
 def cancel_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
     """Optional body ``{"reason": "..."}``. 409 when the run already ended. A run a worker
     executes stops within a second (the response then shows ``cancel_requested``); one
     waiting or parked is cancelled at once."""
     run = _visible_run(request, run_id)
     reason = _optional_body(request, "reason")
-    try:
-        run = run_cancel(run=run, reason=reason or f"Cancelled by {request.user.get_username()}.")
-    except RunError as exc:
-        raise _conflict(exc) from None
+    run = run_cancel(run=run, reason=reason or f"Cancelled by {request.user.get_username()}.")
     return run_detail(run)
 
 
-@runs_router.post("/{run_id}/messages", response={202: MessageOut},
+@router.post("/{run_id}/messages", response={202: MessageOut},
                   summary="Send a message to a running subagent")
 def send_message(request: HttpRequest, run_id: str, body: MessageIn) -> Status[dict[str, Any]]:
-    """seed 004 ``send``: the text reaches the run as a user message at its next turn. 409
+    """OpenClaw's ``send``: the text reaches the run as a user message at its next turn. 409
     when the run already ended."""
     run = _visible_run(request, run_id)
-    try:
-        message = run_send_message(run=run, text=body.text, sender=request.user)
-    except RunError as exc:
-        raise _conflict(exc) from None
+    message = run_send_message(run=run, text=body.text, sender=request.user)
     return Status(202, {"id": message.pk, "run_id": run.pk, "text": message.text, "queued": True,
                  "delivered": message.delivered_at is not None})
 
 
-@runs_router.post("/{run_id}/retry", response={201: RunDetailOut}, summary="A new attempt")
+@router.post("/{run_id}/retry", response={201: RunDetailOut}, summary="A new attempt")
 def retry_run(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     """Optional body ``{"fix_instructions": "..."}``. A new run of the same packet with
-    attempt + 1 and seed 001's previous_failure; a COMPLETE run is RETURNED first. 409
+    attempt + 1 and the agloop previous_failure; a COMPLETE run is RETURNED first. 409
     while the run is still going."""
     run = _visible_run(request, run_id)
     if not can_compose(request.user):
         raise PermissionDenied("Retrying runs needs the composer role.")
     fix_instructions = _optional_body(request, "fix_instructions")
-    try:
-        retried = run_retry(run=run, user=request.user, fix_instructions=fix_instructions)
-    except RunError as exc:
-        raise _conflict(exc) from None
+    retried = run_retry(run=run, user=request.user, fix_instructions=fix_instructions)
     return Status(201, run_detail(retried))
-
-
-# -- approvals ----------------------------------------------------------------------------------
-
-@approvals_router.get("", response=ApprovalPageOut, summary="Inbox items")
-def list_approvals(request: HttpRequest, filters: Query[ApprovalFilters]) -> dict[str, Any]:
-    items = Approval.objects.visible_to(request.user).select_related("run", "decided_by")
-    if filters.status:
-        if filters.status not in Approval.Status.values:
-            raise HttpError(422, f"Unknown status '{filters.status}'; use one of "
-                                 f"{', '.join(Approval.Status.values)}.")
-        items = items.filter(status=filters.status)
-    if filters.kind:
-        if filters.kind not in ApprovalKind._value2member_map_:
-            raise HttpError(422, f"Unknown kind '{filters.kind}'; use one of "
-                                 f"{', '.join(k.value for k in ApprovalKind)}.")
-        items = items.filter(kind=filters.kind)
-    total = items.count()
-    pages, start, end = _page(total, filters.page, filters.page_size)
-    return {"count": total, "page": filters.page, "pages": pages, "page_size": filters.page_size,
-            "results": [approval_out(a) for a in items.order_by("-requested_at", "-pk")[start:end]]}
-
-
-def _visible_approval(request: HttpRequest, approval_id: int) -> Approval:
-    return get_object_or_404(Approval.objects.visible_to(request.user).select_related("run", "decided_by"),
-                             pk=approval_id)
-
-
-@approvals_router.get("/{approval_id}", response=ApprovalOut, summary="One inbox item")
-def get_approval(request: HttpRequest, approval_id: int) -> dict[str, Any]:
-    return approval_out(_visible_approval(request, approval_id))
-
-
-@approvals_router.post("/{approval_id}/decision", response=ApprovalOut, summary="Decide an inbox item")
-def decide_approval(request: HttpRequest, approval_id: int, body: DecisionIn) -> dict[str, Any]:
-    """approve | reject (a comment is required) | answer (a clarification) | edit (new tool
-    call arguments). 409 when already decided. The parked run resumes from its checkpoint."""
-    approval = _visible_approval(request, approval_id)
-    if not can_approve(request.user):
-        raise PermissionDenied("Deciding inbox items needs the approver role.")
-    try:
-        decided = approval_decide(approval=approval, user=request.user, decision=body.decision,
-                                  comment=body.comment, answer=body.answer,
-                                  edited_arguments=body.edited_arguments)
-    except RunError as exc:
-        raise _conflict(exc) from None
-    return approval_out(decided)
 
 
 # -- protocol helpers -----------------------------------------------------------------------------
 
 @protocol_router.post("/parse-result", summary="Normalize a subagent result (any dialect)")
 def parse_result_route(request: HttpRequest) -> dict[str, Any]:
-    """Body: the result as JSON (yield_control arguments, a seed 003 envelope, a seed 004
-    announce...), ``{"text": "..."}`` holding prose with a RESULT block, or plain text.
+    """Body: the result as JSON (yield_control arguments, a delegation-contract envelope,
+    an OpenClaw announce...), ``{"text": "..."}`` holding prose with a RESULT block, or plain text.
     422 with the reason when it is not a usable result."""
     raw = request.body.decode("utf-8", errors="replace")
     source: Any = raw

@@ -1,0 +1,32 @@
+"""The runner's checkpoint store, backed by ``RunCheckpoint`` and written through the sink."""
+
+from __future__ import annotations
+
+from delegations.models import RunCheckpoint
+from delegations.protocol.checkpoints import Checkpoint
+from delegations.protocol.lifecycle import is_terminal
+from delegations.runs.sink import DjangoEventSink
+
+
+class DjangoCheckpointStore:
+    """Checkpoints in ``RunCheckpoint``, written in order with the run's events."""
+
+    def __init__(self, sink: DjangoEventSink) -> None:
+        self.sink = sink
+        self._latest: dict[str, Checkpoint] = {}
+
+    async def save(self, run_id: str, checkpoint: Checkpoint) -> None:
+        # a finished run's checkpoint is read again only on a resume, which loads it from
+        # the database: keeping all of a big tree's would grow the heap the collector walks
+        if is_terminal(checkpoint.state):
+            self._latest.pop(run_id, None)
+        else:
+            self._latest[run_id] = checkpoint
+        await self.sink.store_checkpoint(run_id, checkpoint)
+
+    async def load(self, run_id: str) -> Checkpoint | None:
+        if run_id in self._latest:
+            return self._latest[run_id]
+        await self.sink.flush()
+        data = await self.sink.db.call(RunCheckpoint.data_of, run_id)
+        return Checkpoint.model_validate(data) if data else None

@@ -1,0 +1,107 @@
+"""The periodic jobs every worker runs on its heartbeat: the sweeper for runs whose worker
+died, and the archiver of finished trees (OpenClaw's auto-archive)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from delegations.models import Approval, Run
+from delegations.models.runs import TERMINAL
+from delegations.protocol.errors import ErrorCode
+from delegations.protocol.lifecycle import RunState
+from delegations.runs.queue import dispatch_lane, enqueue_run
+from delegations.runs.record import append_events, record_end
+
+logger = logging.getLogger(__name__)
+
+MAX_RECOVERIES = 3   # times a run is resumed after losing its worker before it is failed
+
+
+def fail_worker_lost(root: Run, detail: str) -> None:
+    error = {"code": ErrorCode.WORKER_LOST.value,
+             "message": f"The worker executing this run stopped ({detail}) and the run could "
+                        f"not be resumed; start it again (retry)."}
+    with transaction.atomic():
+        for member in sorted(root.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth):
+            record_end(member, RunState.FAILED, error=error)
+        dispatch_lane(root.owner_id)
+
+
+def sweep_runs(now: datetime | None = None) -> dict[str, list[str]]:
+    """Runs whose worker died (lease expired): resumed from their checkpoint, or failed with
+    ERR_WORKER_LOST; runs handed to a worker that never started them: enqueued again;
+    parked trees whose items were all decided: resumed; owners with waiting runs and free
+    lane slots: dispatched."""
+    now = now or timezone.now()
+    report: dict[str, list[str]] = {"resumed": [], "failed": [], "requeued": [], "unparked": [],
+                                    "dispatched": []}
+    for root in Run.objects.lease_expired(now):
+        claimed = Run.objects.filter(pk=root.pk, lease_owner=root.lease_owner,
+                                     lease_expires_at=root.lease_expires_at).update(
+            lease_owner="", lease_expires_at=None, recoveries=root.recoveries + 1)
+        if not claimed:
+            continue  # another sweeper took it, or the worker renewed just now
+        resumable = root.has_checkpoint or root.state in (RunState.PENDING, RunState.ACCEPTED)
+        if resumable and root.recoveries < MAX_RECOVERIES:
+            with transaction.atomic():
+                append_events([(root, "log", {
+                    "level": "warning",
+                    "message": f"The worker {root.lease_owner} stopped renewing its lease; "
+                               f"resuming from the last checkpoint."})])
+                enqueue_run(root.pk)
+            report["resumed"].append(root.pk)
+        else:
+            detail = (f"lease of {root.lease_owner} expired"
+                      + ("" if resumable else " before the run saved a checkpoint")
+                      + (f"; it was resumed {root.recoveries} times already" if resumable else ""))
+            fail_worker_lost(root, detail)
+            report["failed"].append(root.pk)
+    # handed to a worker but never started (the process died between taking the task and
+    # taking the lease): enqueue again, at most once per lease period
+    stale = now - timedelta(seconds=settings.HANDOFF_LEASE_SECONDS)
+    for root_id in list(Run.objects.roots().filter(state=RunState.PENDING, lease_owner="",
+                                                   allocated_at__lt=stale).values_list("pk", flat=True)):
+        with transaction.atomic():
+            Run.objects.filter(pk=root_id).update(allocated_at=now)
+            enqueue_run(root_id)
+        report["requeued"].append(root_id)
+    parked = (Run.objects.roots().filter(state=RunState.AWAITING_APPROVAL, lease_owner="")
+              .exclude(pk__in=Approval.objects.pending().values("run__root_id")))
+    for root_id in parked.values_list("pk", flat=True):
+        with transaction.atomic():
+            enqueue_run(root_id)
+        report["unparked"].append(root_id)
+    owners = set(Run.objects.waiting_in_lane().values_list("owner_id", flat=True))
+    for owner_id in owners:
+        report["dispatched"] += dispatch_lane(owner_id)
+    return report
+
+
+def archive_runs(now: datetime | None = None) -> dict[str, int]:
+    """OpenClaw's auto-archive: finished trees older than HANDOFF_ARCHIVE_AFTER_MINUTES are
+    archived, or deleted when their cleanup is 'delete'."""
+    now = now or timezone.now()
+    archived = deleted = 0
+    for root in Run.objects.archivable(now):
+        with transaction.atomic():
+            if root.cleanup == Run.Cleanup.DELETE:
+                deleted += root.tree().count()
+                root.delete()
+            else:
+                archived += root.tree().update(archived_at=now)
+    return {"archived": archived, "deleted": deleted}
+
+
+def sweep_job(worker_id: str) -> None:
+    report = sweep_runs()
+    if report["resumed"] or report["failed"]:
+        logger.warning("Worker %s swept runs whose worker was lost: %s", worker_id, report)
+
+
+def archive_job(worker_id: str) -> None:
+    archive_runs()

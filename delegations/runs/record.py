@@ -1,0 +1,103 @@
+"""Ending runs no runner is executing, and the other events written outside a worker.
+
+A cancel of a parked run, the sweeper and the API write through :func:`append_events`;
+:func:`record_end` writes what a runner would have written when a run ends (error, state,
+announce, result), so the log reads the same whichever way a run ended.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from delegations.live import feed
+from delegations.models import Approval, Run, RunCheckpoint
+from delegations.protocol.checkpoints import Checkpoint
+from delegations.protocol.lifecycle import RunState, can_transition
+from delegations.runs.eventlog import PendingEvent, persist_batch
+
+
+def append_events(events: list[tuple[Run, str, dict[str, Any]]]) -> None:
+    """Store events (numbered after the runs' last ones) and publish them after commit."""
+    now = time.time()
+    stored = persist_batch([PendingEvent(run.pk, kind, data, now) for run, kind, data in events])
+    transaction.on_commit(lambda: feed.publish_events_sync(stored.events, stored.lineage, stored.texts))
+    for run in {id(run): run for run, _, _ in events}.values():
+        run.refresh_from_db()
+
+
+def _state_path(current: RunState, target: RunState) -> list[RunState]:
+    """The states a run not executing anywhere walks through to reach ``target`` (FAILED is
+    reached from WORKING only, so a run that never started passes ACCEPTED and WORKING)."""
+    if can_transition(current, target):
+        return [target]
+    path: list[RunState] = []
+    state = current
+    for step in (RunState.ACCEPTED, RunState.WORKING):
+        if can_transition(state, step):
+            path.append(step)
+            state = step
+        if can_transition(state, target):
+            return [*path, target]
+    return [target]
+
+
+def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
+               result: dict[str, Any] | None = None) -> None:
+    """End a run no runner is executing, with the events a runner would have written
+    (error, state, announce, result); a child's checkpoint records the outcome so that its
+    parent, when resumed, takes it as finished instead of starting it again."""
+    events: list[tuple[Run, str, dict[str, Any]]] = []
+    if error is not None:
+        events.append((run, "error", error))
+    previous = RunState(run.state)
+    for step in _state_path(previous, state):
+        events.append((run, "state", {"state": step.value, "previous": previous.value}))
+        previous = step
+    usage = run.usage or {}
+    announce = {"run_id": run.pk, "label": run.label, "session_key": run.session_key,
+                "status": "timeout" if state == RunState.TIMEOUT else
+                ("success" if state == RunState.COMPLETE else "error"),
+                "state": state.value, "summary": (error or {}).get("message") or state.value,
+                "error": error, "runtime_s": usage.get("runtime_s", 0.0), "usage": usage,
+                "result": result}
+    events.append((run, "announce", {**announce, "parent_run_id": run.parent_id}))
+    data: dict[str, Any] = {"state": state.value, "result": result, "criteria_report": None,
+                            "usage": usage}
+    if error is not None:
+        data["error"] = error
+    events.append((run, "result", data))
+    append_events(events)
+    if not run.is_root:
+        _record_outcome_in_checkpoint(run, announce)
+    _expire_approvals(Approval.objects.pending().filter(run=run))
+
+
+def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
+    # the head is enough: the conversation and adapter config (its parts) stay as they are
+    saved = RunCheckpoint.objects.filter(run=run).values_list("data", flat=True).first()
+    checkpoint = dict(saved) if isinstance(saved, dict) else Checkpoint(
+        run_id=run.pk, parent_run_id=run.parent_id, root_run_id=run.root_run_id, depth=run.depth,
+        label=run.label, session_key=run.session_key, packet=run.packet,
+        adapter_name=run.adapter_name).model_dump(mode="json")
+    checkpoint["state"] = announce["state"]
+    checkpoint["outcome"] = {"state": announce["state"], "result": announce["result"],
+                             "criteria_report": None, "usage": announce["usage"],
+                             "error": announce["error"], "announce": announce, "findings": []}
+    RunCheckpoint.objects.update_or_create(run=run, defaults={"data": checkpoint})
+
+
+def _expire_approvals(approvals: Any) -> None:
+    expired = list(approvals)
+    if not expired:
+        return
+    Approval.objects.filter(pk__in=[a.pk for a in expired]).update(
+        status=Approval.Status.EXPIRED, decided_at=timezone.now())
+    notices = []
+    for approval in expired:
+        approval.status = Approval.Status.EXPIRED
+        notices += feed.inbox_message("approval.decided", approval.as_event_data())
+    transaction.on_commit(lambda: feed.publish_sync(notices))

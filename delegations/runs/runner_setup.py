@@ -1,0 +1,41 @@
+"""What a run executes with, from the installation's settings: the runner's settings and
+each adapter's defaults."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from django.conf import settings
+
+from delegations.protocol.runner import RunnerSettings
+
+
+def runner_settings() -> RunnerSettings:
+    """RunnerSettings from the HANDOFF_* settings. The token key derives from SECRET_KEY so
+    that every worker of an installation verifies the tokens another one issued."""
+    key = hashlib.sha256(b"handoff-capability-tokens:" + settings.SECRET_KEY.encode()).digest()
+    return RunnerSettings(
+        token_key=key, max_depth=settings.HANDOFF_MAX_DEPTH,
+        soft_threshold=settings.HANDOFF_SOFT_BUDGET_THRESHOLD,
+        approval_required=frozenset(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES),
+        workspace_root=settings.HANDOFF_WORKSPACE_ROOT,
+        subprocess_enabled=settings.HANDOFF_SUBPROCESS_ENABLED,
+        payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
+
+
+def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's adapter config with the installation's defaults filled in. Keys never
+    travel in configs: the provider adapters read them from the environment."""
+    merged = dict(config or {})
+    if name == "openai":
+        merged.setdefault("model", settings.HANDOFF_OPENAI_MODEL)
+        base_url = os.environ.get("OPENAI_BASE_URL")
+        if base_url:
+            merged.setdefault("base_url", base_url)
+    elif name == "anthropic":
+        merged.setdefault("model", settings.HANDOFF_ANTHROPIC_MODEL)
+    elif name == "local" and settings.HANDOFF_LOCAL_MODEL_PATH:
+        merged.setdefault("model_path", settings.HANDOFF_LOCAL_MODEL_PATH)
+    return merged

@@ -1,0 +1,156 @@
+"""Run workflows a person or a program starts: create, retry, cancel, send a message.
+
+Visibility (who may see and act on which run) is decided by the callers with
+``Run.objects.visible_to(user)``; these functions assume the caller may act.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from delegations.models import Approval, Delegation, Run, RunMessage
+from delegations.models.runs import TERMINAL, new_run_id, session_key_for
+from delegations.protocol.adapters import make_adapter
+from delegations.protocol.errors import ErrorCode
+from delegations.protocol.lifecycle import RunState
+from delegations.protocol.lint import Severity, lint_packet
+from delegations.protocol.packet import HandoffPacket, parse_packet
+from delegations.runs.queue import dispatch_lane, enqueue_run
+from delegations.runs.record import append_events, record_end
+from delegations.runs.runner_setup import adapter_config
+
+
+class RunError(Exception):
+    """A request that conflicts with the run's (or item's) state; ``status`` is the HTTP one."""
+
+    def __init__(self, message: str, *, status: int = 409) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+# -- creating runs ---------------------------------------------------------------------------
+
+def _lint(packet: HandoffPacket) -> list[dict[str, Any]]:
+    findings = lint_packet(packet, max_depth=settings.HANDOFF_MAX_DEPTH,
+                           approval_required=settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES,
+                           payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
+    return [finding.as_dict() for finding in findings]
+
+
+def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | None = None,
+               config: dict[str, Any] | None = None, owner: Any = None,
+               delegation: Delegation | None = None, retry_of: Run | None = None,
+               start: bool = True) -> Run:
+    """Create a root run. Raises ProtocolError (ERR_INVALID_PACKET with every issue, or
+    ERR_INVALID_ADAPTER_CONFIG naming the adapter) for unusable input. A packet with lint
+    errors becomes a REJECTED run carrying its findings; otherwise the run waits in PENDING
+    for a slot in its owner's lane (``start=False``: for a caller that runs it itself)."""
+    parsed = parse_packet(packet)
+    name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
+    built = make_adapter(name, adapter_config(name, config))
+    findings = _lint(parsed)
+    run_id = new_run_id()
+    run = Run(
+        id=run_id, root_id=run_id, owner=owner, delegation=delegation, packet=parsed.to_dict(),
+        input_hash=parsed.packet_hash(), label=parsed.label or str(parsed.subagent_type or ""), goal=(parsed.goal or "")[:2000],
+        subagent_type=str(parsed.subagent_type or ""), skill=parsed.skill or "",
+        agent_id=parsed.agent_id or "", depth=parsed.depth,
+        session_key=session_key_for(parsed.agent_id, run_id, depth=0),
+        adapter_name=name, adapter_config=built.public_config(),
+        capabilities=list(parsed.capabilities), budget=parsed.budget.model_dump(mode="json"),
+        timeout_s=parsed.timeout_s, cleanup=parsed.cleanup, attempt=parsed.attempt,
+        previous_failure=(parsed.previous_failure.model_dump(mode="json")
+                          if parsed.previous_failure is not None else None),
+        retry_of=retry_of, findings=findings,
+        # a run its caller executes itself never waits in the lane
+        allocated_at=None if start else timezone.now())
+    errors = [f for f in findings if f["severity"] == Severity.ERROR]
+    with transaction.atomic():
+        run.save(force_insert=True)
+        if errors:
+            first = errors[0]
+            record_end(run, RunState.REJECTED, error={
+                "code": ErrorCode.INVALID_PACKET.value,
+                "message": f"The delegation was rejected ({len(errors)} lint error"
+                           f"{'s' if len(errors) > 1 else ''}); first: {first['code']} at "
+                           f"{first['field']}: {first['message']}",
+                "findings": errors})
+        elif start:
+            dispatch_lane(run.owner_id)
+    run.refresh_from_db()
+    return run
+
+
+def run_retry(*, run: Run, user: Any, fix_instructions: str = "") -> Run:
+    """A new attempt of a finished run, with the agloop previous_failure filled in. A
+    COMPLETE run is RETURNED first (its owner rejects the result)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if not run.is_terminal:
+            raise RunError("The run is still going; cancel it first or wait for it to finish.")
+        if run.state == RunState.COMPLETE:
+            append_events([(run, "state", {"state": RunState.RETURNED.value,
+                                           "previous": RunState.COMPLETE.value,
+                                           "reason": fix_instructions or "Result returned by its owner."})])
+    error = run.error or {}
+    result = run.result or {}
+    unmet = [f"{item.get('criterion')}: {item.get('detail', '')}".strip(": ")
+             for item in (run.criteria_report or {}).get("items", []) if not item.get("met")]
+    if error.get("code"):
+        unmet.insert(0, f"{error['code']}: {error.get('message', '')}")
+    packet = dict(run.packet)
+    packet["previous_failure"] = {
+        "attempt_number": run.attempt,
+        "failure_report": error.get("message") or result.get("summary") or f"The run ended {run.state}.",
+        "specific_failures": unmet,
+        "fix_instructions": fix_instructions,
+    }
+    metadata = dict(packet.get("metadata") or {})
+    metadata["attempt"] = run.attempt + 1
+    packet["metadata"] = metadata
+    packet.pop("depth", None)  # a retried subagent runs again on its own, as a root
+    return run_create(packet=packet, adapter=run.adapter_name, config=run.adapter_config,
+                      owner=user, delegation=run.delegation, retry_of=run)
+
+
+# -- cancel and messages ---------------------------------------------------------------------
+
+def run_cancel(*, run: Run, reason: str = "") -> Run:
+    """Cancel a run and its descendants. A worker executing the tree notices within a
+    second and stops it through its runner; a run no worker holds (waiting in the lane,
+    parked for a person) is cancelled here and now."""
+    why = reason or "Cancelled on request."
+    with transaction.atomic():
+        root = Run.objects.select_for_update().get(pk=run.root_run_id)
+        run = Run.objects.get(pk=run.pk)
+        if run.is_terminal:
+            raise RunError(f"The run already ended ({run.state}); there is nothing to cancel.")
+        Run.objects.filter(pk=run.pk).update(cancel_requested_at=timezone.now())
+        if root.holds_live_lease():
+            return Run.objects.get(pk=run.pk)
+        for member in sorted(run.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth):
+            record_end(member, RunState.CANCELLED, error={"code": "CANCELLED", "message": why})
+        if not run.is_root:
+            root.refresh_from_db()
+            parked = root.state == RunState.AWAITING_APPROVAL
+            if parked and not Approval.objects.pending_in_tree(root.pk).exists():
+                enqueue_run(root.pk)
+        if run.is_root:
+            dispatch_lane(root.owner_id)  # it may have held a slot
+    return Run.objects.get(pk=run.pk)
+
+
+def run_send_message(*, run: Run, text: str, sender: Any = None) -> RunMessage:
+    """OpenClaw's ``send``: the text reaches the subagent as a user message at its next turn."""
+    text = text.strip()
+    if not text:
+        raise RunError("The message is empty; write what the subagent should know.", status=422)
+    run.refresh_from_db(fields=["state"])
+    if run.is_terminal:
+        raise RunError(f"The run already ended ({run.state}); it cannot receive messages.")
+    return RunMessage.objects.create(run=run, text=text, sender=sender)
