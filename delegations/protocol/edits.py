@@ -1,4 +1,4 @@
-"""Seed 000 "File Edit Format": unified diffs and Targeted Replace Blocks, parsed and applied.
+"""The hand-off protocol's file edit format: unified diffs and Targeted Replace Blocks, parsed and applied.
 
 A subagent edits files by returning either a unified diff or one or more blocks::
 
@@ -97,7 +97,7 @@ class FileDiff:
 
 @dataclass(frozen=True, slots=True)
 class ReplaceBlock:
-    """A seed 000 Targeted Replace Block. An empty ``original`` creates a new file."""
+    """A Targeted Replace Block (the hand-off protocol). An empty ``original`` creates a new file."""
 
     path: str
     original: str
@@ -325,7 +325,7 @@ def _snippet(lines: list[str]) -> str:
 
 def _clean_path(raw: str) -> str:
     path = raw.strip()
-    # The seed writes "FILE: [absolute_path]"; models copy the brackets, quotes or backticks.
+    # The protocol writes "FILE: [absolute_path]"; models copy the brackets, quotes or backticks.
     for left, right in (("[", "]"), ("`", "`"), ('"', '"'), ("'", "'")):
         if len(path) >= 2 and path.startswith(left) and path.endswith(right):
             path = path[1:-1].strip()

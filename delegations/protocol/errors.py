@@ -1,4 +1,4 @@
-"""The protocol's one exception type, its error codes, and seed 001's failure table.
+"""The protocol's one exception type, its error codes, and the agloop delegation protocol's failure table.
 
 Every failure the protocol core reports is a :class:`ProtocolError` carrying a stable
 ``code``; callers branch on the code, people read the message.
@@ -12,13 +12,13 @@ from typing import Any
 
 
 class ErrorCode(StrEnum):
-    # seed 000 "Error Handling"
+    # the hand-off protocol's error handling
     INSUFFICIENT_CONTEXT = "ERR_INSUFFICIENT_CONTEXT"
     RESOURCE_EXHAUSTED = "ERR_RESOURCE_EXHAUSTED"
     CONSTRAINT_VIOLATION = "ERR_CONSTRAINT_VIOLATION"
     TOOL_FAILURE = "ERR_TOOL_FAILURE"
     TIMEOUT = "ERR_TIMEOUT"
-    # DESIGN §2.5 additions
+    # Handoff's additions
     INVALID_RESULT = "ERR_INVALID_RESULT"
     WORKER_LOST = "ERR_WORKER_LOST"
     # raised by the library for bad input it is handed (not reported by subagents)
@@ -68,7 +68,7 @@ class ProtocolError(Exception):
 
 
 class FailedReason(StrEnum):
-    """seed 001 RESULT block "Failed Reason" values."""
+    """The agloop RESULT block's "Failed Reason" values."""
 
     DEPENDENCY_MISSING = "DEPENDENCY_MISSING"
     DESIGN_INCOMPATIBLE = "DESIGN_INCOMPATIBLE"
@@ -100,7 +100,7 @@ class RecoveryRule:
     retry: bool = field(default=False)
 
 
-# seed 001 "Coordinator Response to RESULT Status", FAILED rows.
+# The agloop delegation protocol's "Coordinator Response to RESULT Status", FAILED rows.
 COORDINATOR_TABLE: dict[FailedReason, RecoveryRule] = {
     FailedReason.CONTEXT_INSUFFICIENT: RecoveryRule(
         CoordinatorAction.RETRY_WITH_MORE_CONTEXT, 2, "Retry with more context (max 2 retries)", True),
@@ -124,7 +124,7 @@ COORDINATOR_TABLE: dict[FailedReason, RecoveryRule] = {
         "Delegate to executor to fix regression, then re-verify", True),
 }
 
-# seed 000 error codes map onto seed 001's reasons when a result carries only a code.
+# The hand-off protocol's error codes map onto agloop failed reasons when a result carries only a code.
 REASON_FOR_CODE: dict[str, FailedReason] = {
     ErrorCode.INSUFFICIENT_CONTEXT: FailedReason.CONTEXT_INSUFFICIENT,
     ErrorCode.TOOL_FAILURE: FailedReason.TOOL_FAILURE,

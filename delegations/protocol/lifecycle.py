@@ -1,4 +1,4 @@
-"""The run lifecycle (seed 002's hand-off states, extended by DESIGN §2.6).
+"""The run lifecycle (the HandoffPackage format's hand-off states, extended; docs/protocol.md).
 
 ::
 
@@ -13,7 +13,7 @@
   (hard runtime limit, ERR_TIMEOUT).
 - REJECTED: from PENDING or ACCEPTED (the packet fails validation or lint, scope or
   budget beyond the parent's, depth limit).
-- FAILED: from WORKING; also from AWAITING_APPROVAL (an extension of DESIGN §2.6): a
+- FAILED: from WORKING; also from AWAITING_APPROVAL (an extension of the HandoffPackage states): a
   person who declines to raise an exhausted budget ends the run right there.
 - CANCELLED: from every non-terminal state (a person, the API, or the parent's timeout
   or cancellation, which cascades to every descendant).

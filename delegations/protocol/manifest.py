@@ -1,4 +1,4 @@
-"""Skill manifests and bundles (seed 000 "Skill Packaging", DESIGN §2.1).
+"""Skill manifests and bundles (the hand-off protocol's skill packaging; docs/protocol.md).
 
 A skill is a ``manifest.json``::
 
@@ -16,7 +16,7 @@ issues=[Issue(field, message), ...])``):
 
 - ``version`` is a semantic version 2.0.0 (:class:`SemVer` compares them, so "latest" is
   the highest precedence, not the newest upload).
-- ``input_schema``/``output_schema``: seed 000 shorthand or JSON Schema, normalized to a
+- ``input_schema``/``output_schema``: the hand-off protocol's shorthand or JSON Schema, normalized to a
   valid draft 2020-12 JSON Schema (see :mod:`.schemas`).
 - A capability in the approval-required set (default ``network_outbound``,
   ``file_delete``, ``financial_tx``; a setting) needs ``requires_approval: true``;
@@ -25,7 +25,7 @@ issues=[Issue(field, message), ...])``):
 - ``entry_point`` is one of: an instruction file (``.md``/``.txt``; inside a bundle it
   must exist, and its text becomes ``instructions``); ``python:module:callable`` for a
   deterministic skill, allowed only when the module (or a package containing it) is in
-  ``python_allowlist``; or a script file name such as seed 000's ``analyze.py``, which is
+  ``python_allowlist``; or a script file name such as the protocol example's ``analyze.py``, which is
   accepted with a warning: Handoff never executes bundled scripts, so such a skill runs
   from its ``instructions``/``description``.
 
@@ -411,7 +411,7 @@ def manifest_issues(data: Mapping[str, Any], *,
     issues: list[Issue] = []
     for name in REQUIRED_FIELDS:
         if name not in data:
-            issues.append(Issue(name, f"{name} is required (seed 000 manifest.json)"))
+            issues.append(Issue(name, f"{name} is required in manifest.json"))
     checks = {"skill_name": _check_skill_name, "version": _check_version,
               "entry_point": _check_entry_point, "description": _check_optional_str,
               "instructions": _check_optional_str, "subagent_type": _check_subagent_type,
@@ -433,7 +433,7 @@ def manifest_issues(data: Mapping[str, Any], *,
             if isinstance(capability, str) and capability in needing:
                 issues.append(Issue(f"capabilities[{index}]",
                                     f"capability {capability!r} needs explicit approval: set "
-                                    '"requires_approval": true in the manifest (seed 000 Approval Rules)'))
+                                    '"requires_approval": true in the manifest (the hand-off protocol\'s approval rules)'))
     issues.extend(_entry_point_issues(data.get("entry_point"), python_allowlist, bundle_files))
     return issues
 

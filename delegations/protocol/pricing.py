@@ -1,6 +1,6 @@
 """What a model call costs: a per-model price table in USD per million tokens.
 
-Every model call is metered (DESIGN §2.9); the runner turns the tokens an adapter reports
+Every model call is metered; the runner turns the tokens an adapter reports
 into dollars with :func:`cost_usd`. Prices are list prices for standard (non-batch,
 uncached) input and output tokens; local models cost nothing.
 

@@ -1,21 +1,21 @@
-"""The protocol's tools, as seed 000 prints them and as model APIs need them.
+"""The protocol's tools, as the hand-off protocol prints them and as model APIs need them.
 
-``DELEGATE_TASK_TOOL`` and ``YIELD_CONTROL_TOOL`` are seed 000's definitions verbatim,
+``DELEGATE_TASK_TOOL`` and ``YIELD_CONTROL_TOOL`` are the hand-off protocol's definitions verbatim,
 quirks included: ``yield_control`` lists its properties straight under ``parameters``
 (no ``"type": "object"`` / ``"properties"`` wrapper), puts ``required`` at the tool level,
 marks ``error_report`` with OpenAPI's ``nullable``, and its status enum leaves out
-``BLOCKED_AWAITING_CLARIFICATION`` although the seed's own Handoff Escalation rule tells a
+``BLOCKED_AWAITING_CLARIFICATION`` although the protocol's own Handoff Escalation rule tells a
 subagent to yield with it. Keep them as the reference text; never hand them to a model.
 
 :func:`as_json_schema_tool` turns any of them into a valid JSON-Schema function tool
 (``{"name", "description", "parameters": {"type": "object", "properties", "required"}}``),
 and :data:`MODEL_TOOLS` holds the forms the runner offers a model, where two of the
-seed's gaps are closed on purpose:
+protocol's gaps are closed on purpose:
 
-- ``yield_control.status`` also allows ``BLOCKED_AWAITING_CLARIFICATION`` (seed 000's
-  Handoff Escalation) so a subagent can ask instead of guessing;
-- ``delegate_task.subagent_type`` allows every subagent type of DESIGN §2.2 (seed 001's
-  planner, critic and verifier too), and optional contract fields a parent may pass on
+- ``yield_control.status`` also allows ``BLOCKED_AWAITING_CLARIFICATION`` (the hand-off
+  protocol's Handoff Escalation) so a subagent can ask instead of guessing;
+- ``delegate_task.subagent_type`` allows every subagent type (the agloop delegation
+  protocol's planner, critic and verifier too), and optional contract fields a parent may pass on
   (``label``, ``goal``, ``success_criteria``, ``expected_output``, ``timeout_s``,
   ``budget``, ``capabilities``, ``allow_nested``); its arguments go through
   ``parse_packet`` like any other spelling.
@@ -36,7 +36,7 @@ from .packet import SUBAGENT_TYPES
 
 ToolSchema = dict[str, Any]
 
-# seed 000 "Parent Agent Tool: delegate_task", verbatim.
+# The hand-off protocol's "Parent Agent Tool: delegate_task", verbatim.
 DELEGATE_TASK_TOOL: ToolSchema = {
     "name": "delegate_task",
     "description": "Spawns a specialized subagent to execute a scoped objective.",
@@ -56,7 +56,7 @@ DELEGATE_TASK_TOOL: ToolSchema = {
     },
 }
 
-# seed 000 "Subagent Tool: yield_control", verbatim (see the module docstring's quirks).
+# The hand-off protocol's "Subagent Tool: yield_control", verbatim (see the module docstring's quirks).
 YIELD_CONTROL_TOOL: ToolSchema = {
     "name": "yield_control",
     "description": "Terminates subagent session and returns data to parent agent.",
@@ -69,7 +69,7 @@ YIELD_CONTROL_TOOL: ToolSchema = {
     "required": ["status", "output_payload"],
 }
 
-# DESIGN §2.9: the one way a subagent asks for a capability outside its scope.
+# The one way a subagent asks for a capability outside its scope.
 REQUEST_CAPABILITY_TOOL: ToolSchema = {
     "name": "request_capability",
     "description": ("Asks a human to grant a capability outside this run's scope (for "
@@ -88,12 +88,12 @@ REQUEST_CAPABILITY_TOOL: ToolSchema = {
     },
 }
 
-SEED_TOOLS: tuple[ToolSchema, ...] = (DELEGATE_TASK_TOOL, YIELD_CONTROL_TOOL)
+PROTOCOL_TOOLS: tuple[ToolSchema, ...] = (DELEGATE_TASK_TOOL, YIELD_CONTROL_TOOL)
 ALL_TOOLS: tuple[ToolSchema, ...] = (DELEGATE_TASK_TOOL, YIELD_CONTROL_TOOL, REQUEST_CAPABILITY_TOOL)
 TOOLS_BY_NAME: dict[str, ToolSchema] = {tool["name"]: tool for tool in ALL_TOOLS}
 
 # The tool-level keys a function tool has; anything else beside them is a parameter
-# spelling quirk (seed 000's yield_control puts "required" there).
+# spelling quirk (the protocol's yield_control puts "required" there).
 _TOOL_KEYS = frozenset({"name", "description", "parameters", "required"})
 _SCHEMA_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties"})
 
@@ -117,7 +117,7 @@ def _nullable_to_type(schema: Any) -> Any:
 def as_json_schema_tool(tool: ToolSchema) -> ToolSchema:
     """One tool -> a valid JSON-Schema function tool (a fresh copy).
 
-    Handles the seed's shapes: parameters already a JSON Schema object (kept), or a bare
+    Handles the protocol's shapes: parameters already a JSON Schema object (kept), or a bare
     map of property name -> schema (wrapped in ``{"type": "object", "properties": ...}``);
     a tool-level ``required`` moves into the parameters; ``nullable`` becomes a
     ``"null"`` type.
@@ -212,14 +212,14 @@ def _embeddable(schema: Any) -> bool:
 def yield_control_for(output_schema: dict[str, Any] | None) -> ToolSchema:
     """The model-facing ``yield_control`` whose ``output_payload`` carries the run's expected
     output schema, so a model (and the local adapter's constrained decoding) sees the shape
-    it must hand back; :data:`MODEL_TOOLS`' own form (seed 000's ``{"type": "object"}``)
+    it must hand back; :data:`MODEL_TOOLS`' own form (the hand-off protocol's ``{"type": "object"}``)
     when there is none.
 
     ``output_payload`` becomes ``anyOf [expected schema, {}]``: a FAILURE or
     BLOCKED_AWAITING_CLARIFICATION yield legitimately carries an empty payload, and one flat
     parameter schema cannot make the payload depend on ``status``. The empty option widens
     nothing the runner accepts: a SUCCESS with ``{}`` still fails the expected schema and
-    gets the self-correction turn. Left as seed 000 has it: a schema that is not an object
+    gets the self-correction turn. Left as the protocol has it: a schema that is not an object
     schema (``output_payload`` is always an object) or that refers to its own root
     (``$ref``, ``$defs``, ``$id``...: embedded, those would resolve against the tool).
     """

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from skills.models import Skill
-from tests.skills.factories import INSTRUCTIONS, SEED000_MANIFEST, add_skill, bundle, manifest
+from tests.skills.factories import INSTRUCTIONS, HANDOFF_MANIFEST, add_skill, bundle, manifest
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_unknown_skills_and_versions_get_a_json_404(client, outsider_api):
 
 
 def test_the_manifest_export_is_the_normalized_manifest(client, composer_api, outsider_api):
-    assert post_json(client, composer_api, SEED000_MANIFEST).status_code == 201
+    assert post_json(client, composer_api, HANDOFF_MANIFEST).status_code == 201
     response = client.get("/api/skills/SourceCodeAalyzer/1.2.0/manifest", headers=outsider_api)
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     exported = json.loads(b"".join(response.streaming_content))
@@ -102,7 +102,7 @@ def test_the_manifest_export_is_the_normalized_manifest(client, composer_api, ou
         "type": "object", "properties": {"repo_path": {"type": "string"},
                                          "strict_mode": {"type": "boolean"}},
         "required": ["repo_path", "strict_mode"]}
-    assert exported["capabilities"] == SEED000_MANIFEST["capabilities"]
+    assert exported["capabilities"] == HANDOFF_MANIFEST["capabilities"]
 
 
 def test_the_bundle_export_is_a_zip(client, composer_api, outsider_api):

@@ -1,9 +1,9 @@
-"""Protocol throughput: packet validation, lint and parse_result (issue 3's benchmark).
+"""Protocol throughput: packet validation, lint and parse_result.
 
 Run: `.venv/bin/python tests/benchmarks/bench_protocol.py` (or `make bench`). Pinned to
 one core; each case runs in alternating chunks so machine noise hits all alike; prints
 median / p95 per call and calls per second, then one JSON line per case.
-Targets: validate+lint of the seed 001 executor packet < 200 µs median; parse_result
+Targets: validate+lint of the agloop executor packet < 200 µs median; parse_result
 of a RESULT block < 100 µs median.
 """
 
@@ -21,26 +21,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from delegations.protocol import lint_packet, parse_packet, parse_result
-from tests.protocol.seed_examples import (
-    SEED000_SUCCESS_RESPONSE,
-    SEED001_EXECUTOR,
-    SEED001_RESULT_BLOCK,
-    SEED003_ENVELOPE,
+from tests.protocol.protocol_examples import (
+    AGLOOP_EXECUTOR,
+    AGLOOP_RESULT_BLOCK,
+    HANDOFF_SUCCESS_RESPONSE,
+    RESULT_ENVELOPE,
 )
 
 CHUNKS, PER_CHUNK = 20, 250
-TARGETS_US = {"validate+lint seed001 executor": 200.0, "parse_result RESULT block": 100.0}
+TARGETS_US = {"validate+lint agloop executor": 200.0, "parse_result RESULT block": 100.0}
 
 
 def cases() -> dict[str, Callable[[], object]]:
-    packet = parse_packet(SEED001_EXECUTOR)
-    envelope_text = json.dumps(SEED003_ENVELOPE)
+    packet = parse_packet(AGLOOP_EXECUTOR)
+    envelope_text = json.dumps(RESULT_ENVELOPE)
     return {
-        "validate seed001 executor": lambda: parse_packet(SEED001_EXECUTOR),
-        "lint seed001 executor": lambda: lint_packet(packet),
-        "validate+lint seed001 executor": lambda: lint_packet(parse_packet(SEED001_EXECUTOR)),
-        "parse_result RESULT block": lambda: parse_result(SEED001_RESULT_BLOCK),
-        "parse_result yield_control dict": lambda: parse_result(SEED000_SUCCESS_RESPONSE),
+        "validate agloop executor": lambda: parse_packet(AGLOOP_EXECUTOR),
+        "lint agloop executor": lambda: lint_packet(packet),
+        "validate+lint agloop executor": lambda: lint_packet(parse_packet(AGLOOP_EXECUTOR)),
+        "parse_result RESULT block": lambda: parse_result(AGLOOP_RESULT_BLOCK),
+        "parse_result yield_control dict": lambda: parse_result(HANDOFF_SUCCESS_RESPONSE),
         "parse_result envelope text": lambda: parse_result(envelope_text),
     }
 

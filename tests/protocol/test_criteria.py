@@ -19,15 +19,15 @@ from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.results import ResponsePackage, parse_result
 from delegations.protocol.schemas import normalize_schema
 
-from .seed_examples import (
-    SEED000_PARENT_REQUEST,
-    SEED000_PARTIAL_RESPONSE,
-    SEED000_SUCCESS_RESPONSE,
-    SEED000_VAGUE_CRITERIA,
-    SEED000_VERIFIABLE_CRITERIA,
-    SEED001_EXECUTOR_OUTPUT,
-    SEED001_RESULT_BLOCK,
-    SEED003_ENVELOPE,
+from .protocol_examples import (
+    AGLOOP_EXECUTOR_OUTPUT,
+    AGLOOP_RESULT_BLOCK,
+    HANDOFF_PARENT_REQUEST,
+    HANDOFF_PARTIAL_RESPONSE,
+    HANDOFF_SUCCESS_RESPONSE,
+    HANDOFF_VAGUE_CRITERIA,
+    HANDOFF_VERIFIABLE_CRITERIA,
+    RESULT_ENVELOPE,
 )
 
 K = CriterionKind
@@ -47,7 +47,7 @@ def report_for(result: ResponsePackage, criterion: str | dict[str, Any],
 
 @pytest.fixture
 def tsla() -> ResponsePackage:
-    return parse_result(SEED000_SUCCESS_RESPONSE)
+    return parse_result(HANDOFF_SUCCESS_RESPONSE)
 
 
 def essay(words: int, **extra: Any) -> ResponsePackage:
@@ -74,16 +74,16 @@ def test_free_text_parses_into_its_check(text: str, kind: CriterionKind) -> None
     assert criterion.text == text
 
 
-@pytest.mark.parametrize("text", [*SEED000_VAGUE_CRITERIA, "Make it nice", "Provide details",
+@pytest.mark.parametrize("text", [*HANDOFF_VAGUE_CRITERIA, "Make it nice", "Provide details",
                                   "Return the result", "Be thorough", "", "   ",
                                   "Route registered in src/config/routes.ts with auth middleware"])
 def test_vague_text_parses_to_none(text: str) -> None:
     assert parse_criterion(text) is None
 
 
-def test_the_seeds_machine_verifiable_examples_all_parse() -> None:
-    assert all(parse_criterion(text) is not None for text in SEED000_VERIFIABLE_CRITERIA)
-    assert all(parse_criterion(text) is not None for text in SEED000_PARENT_REQUEST["success_criteria"])
+def test_the_hand_off_protocols_machine_verifiable_examples_all_parse() -> None:
+    assert all(parse_criterion(text) is not None for text in HANDOFF_VERIFIABLE_CRITERIA)
+    assert all(parse_criterion(text) is not None for text in HANDOFF_PARENT_REQUEST["success_criteria"])
 
 
 @pytest.mark.parametrize(("text", "low", "high"), [
@@ -182,10 +182,10 @@ def test_criterion_issues_is_empty_for_good_and_vague_criteria() -> None:
     assert criterion_issues({"kind": "evidence"}) == []
 
 
-# --- evaluation against the seeds' results ---------------------------------------------------------
+# --- evaluation against the protocols' example results ---------------------------------------------
 
 def test_the_tsla_response_meets_the_tsla_request_criteria(tsla: ResponsePackage) -> None:
-    report = evaluate_criteria(tsla, SEED000_PARENT_REQUEST["success_criteria"], None)
+    report = evaluate_criteria(tsla, HANDOFF_PARENT_REQUEST["success_criteria"], None)
     assert report.all_met
     assert [item.kind for item in report.items] == ["field", "field"]
     assert report.items[0].detail == "output_payload.price is a number"
@@ -215,7 +215,7 @@ def test_word_count_counts_words_in_the_output(tsla: ResponsePackage) -> None:
 
 
 def test_evidence_counts_the_envelopes_sourced_items() -> None:
-    envelope = parse_result(SEED003_ENVELOPE)
+    envelope = parse_result(RESULT_ENVELOPE)
     assert report_for(envelope, "cite evidence")[0]
     met, detail = report_for(envelope, "Include at least 2 sources")
     assert not met and "wanted at least 2" in detail
@@ -227,14 +227,14 @@ def test_evidence_also_counts_a_sources_list_in_the_payload() -> None:
 
 
 def test_files_modified_checks_the_result_block_list() -> None:
-    result = parse_result(SEED001_RESULT_BLOCK)
+    result = parse_result(AGLOOP_RESULT_BLOCK)
     assert report_for(result, "Modify src/api/handlers/search.ts")[0]
     met, detail = report_for(result, {"kind": "files_modified", "paths": ["src/other.ts"]})
     assert not met and detail == "not modified: src/other.ts"
 
 
 def test_files_modified_also_reads_the_refactors_modified_files() -> None:
-    result = parse_result(SEED000_PARTIAL_RESPONSE)
+    result = parse_result(HANDOFF_PARTIAL_RESPONSE)
     assert report_for(result, "Modify src/auth.py and src/utils.py")[0]
     assert not report_for(result, "Modify src/legacy.py")[0]
 
@@ -254,7 +254,7 @@ def test_equals_does_not_confuse_true_with_one() -> None:
 
 
 def test_a_bare_name_falls_back_to_the_result_fields() -> None:
-    result = parse_result(SEED003_ENVELOPE)
+    result = parse_result(RESULT_ENVELOPE)
     assert report_for(result, 'summary contains "latency"')[0]
     assert report_for(result, {"kind": "regex", "field": "output_payload.summary", "pattern": "x"}) == (
         False, "output_payload.summary is missing")
@@ -277,7 +277,7 @@ def test_tests_pass_accepts_a_confirmation_only_with_evidence() -> None:
     bare = parse_result({"status": "SUCCESS", "output_payload": {}, "acceptance_criteria_confirmation": [
         {"criterion": "All tests pass", "met": True}]})
     assert not report_for(bare, "Tests pass")[0]
-    silent = parse_result(SEED000_SUCCESS_RESPONSE)
+    silent = parse_result(HANDOFF_SUCCESS_RESPONSE)
     assert not report_for(silent, "Tests pass")[0]
 
 
@@ -294,8 +294,8 @@ def test_every_criterion_is_reported_and_vague_ones_are_not_checkable(tsla: Resp
 
 
 def test_an_unparsed_criterion_shows_what_the_subagent_claimed() -> None:
-    criterion = SEED001_EXECUTOR_OUTPUT["acceptance_criteria_confirmation"][1]["criterion"]
-    result = parse_result({"status": "SUCCESS", "output_payload": {}, **SEED001_EXECUTOR_OUTPUT})
+    criterion = AGLOOP_EXECUTOR_OUTPUT["acceptance_criteria_confirmation"][1]["criterion"]
+    result = parse_result({"status": "SUCCESS", "output_payload": {}, **AGLOOP_EXECUTOR_OUTPUT})
     item = evaluate_criteria(result, [criterion], None).items[0]
     assert not item.met and not item.checkable
     assert "the subagent reports it met" in item.detail
@@ -314,7 +314,7 @@ def test_the_report_serializes_with_every_item() -> None:
 def test_free_text_never_raises_whatever_it_says(text: str) -> None:
     criterion = parse_criterion(text)
     if criterion is not None:
-        report = evaluate_criteria(parse_result(SEED000_SUCCESS_RESPONSE), [text], None)
+        report = evaluate_criteria(parse_result(HANDOFF_SUCCESS_RESPONSE), [text], None)
         assert report.items[0].kind == criterion.kind.value
 
 

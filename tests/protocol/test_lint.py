@@ -1,4 +1,5 @@
-"""Lint: is this delegation well formed? (DESIGN §2.7, seed 001 checks, seed 000/003 rules)."""
+"""Lint: is this delegation well formed? (the agloop checks, delegation-contract checks and
+the hand-off protocol's anti-patterns)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ from delegations.protocol.lint import (
     errors,
     has_errors,
     lint_packet,
+    rejection_message,
     review_depth,
     review_depth_reason,
 )
 from delegations.protocol.packet import HandoffPacket, parse_packet
-from tests.protocol import seed_examples as seeds
+from tests.protocol import protocol_examples as examples
 
-# A complete seed 003 contract: nothing to report.
+# A complete delegation contract: nothing to report.
 SANE: dict[str, Any] = {
     "goal": "Summarize the three most cited RAG papers",
     "input_data": {"papers": ["Lewis 2020", "Guu 2020", "Borgeaud 2022"]},
@@ -40,7 +42,7 @@ MINIMAL: dict[str, Any] = {"goal": "Summarize the RAG papers", "success_criteria
 PARENT: dict[str, Any] = {
     **SANE, "depth": 0, "capabilities": ["fs_read", "search"],
     "budget": {"max_tokens": 50000, "max_cost_usd": 1.0},
-    "feature_name": seeds.FEATURE_NAME,
+    "feature_name": examples.FEATURE_NAME,
 }
 
 
@@ -53,15 +55,15 @@ def lint(data: dict[str, Any], parent: dict[str, Any] | None = None, **kwargs: A
 
 
 def executor(**changes: Any) -> dict[str, Any]:
-    """seed 001's executor delegation (flat), with the full checklist, edited."""
-    data = seeds.seed001_executor_flat()
-    data["anti_laziness_checklist"] = list(seeds.SEED001_FULL_CHECKLIST)
+    """The agloop executor delegation (flat), with the full checklist, edited."""
+    data = examples.agloop_executor_flat()
+    data["anti_laziness_checklist"] = list(examples.AGLOOP_FULL_CHECKLIST)
     data.update(changes)
     return data
 
 
 def verifier(description: str = "...", **changes: Any) -> dict[str, Any]:
-    data = copy.deepcopy(seeds.SEED001_VERIFIER)
+    data = copy.deepcopy(examples.AGLOOP_VERIFIER)
     data["verifier_params"]["task_definition"]["description"] = description
     data.update(changes)
     return data
@@ -84,12 +86,12 @@ POSITIVE: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any],
     ("FEATURE_NAME_NOT_VERBATIM", executor(feature_name="Add search"),
      {**PARENT}, {}, "feature_name"),
     ("ROLE_PARAMS_MISMATCH",
-     {**executor(), "verifier_params": seeds.SEED001_VERIFIER["verifier_params"],
+     {**executor(), "verifier_params": examples.AGLOOP_VERIFIER["verifier_params"],
       "review_depth": None, "subagent_type": "executor"}, None, {}, "verifier_params"),
     ("MULTIPLE_TASKS", executor(executor_params={
-        **seeds.SEED001_EXECUTOR["executor_params"],
-        "task_definition": [seeds.SEED001_TASK_DEFINITION,
-                            {**seeds.SEED001_TASK_DEFINITION, "id": "task-004"}]}),
+        **examples.AGLOOP_EXECUTOR["executor_params"],
+        "task_definition": [examples.AGLOOP_TASK_DEFINITION,
+                            {**examples.AGLOOP_TASK_DEFINITION, "id": "task-004"}]}),
      None, {}, "executor_params.task_definition"),
     ("PAYLOAD_BLOAT", {**SANE, "input_data": {"papers": ["x" * 5000]}}, None,
      {"payload_limit_bytes": 1000}, "input_data"),
@@ -97,7 +99,7 @@ POSITIVE: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any],
     ("GOAL_MISSING", {key: value for key, value in SANE.items() if key != "goal"}, None, {},
      "goal"),
     ("IMPLICIT_STATE", {**SANE, "input_data": {}}, None, {}, "input_data"),
-    ("VAGUE_CRITERIA", {**SANE, "success_criteria": seeds.SEED000_VAGUE_CRITERIA}, None, {},
+    ("VAGUE_CRITERIA", {**SANE, "success_criteria": examples.HANDOFF_VAGUE_CRITERIA}, None, {},
      "success_criteria[0]"),
     ("COMPLETION_CRITERIA_MISSING", {**SANE, "success_criteria": []}, None, {}, "success_criteria"),
     ("OUTPUT_SCHEMA_MISSING", {**SANE, "expected_output": None}, None, {},
@@ -115,31 +117,31 @@ POSITIVE: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any],
     ("BASE_PARAMS_INCOMPLETE", executor(plan_path=None), None, {}, "plan_path"),
     ("AGENT_PARAMS_MISSING", executor(executor_params=None, success_criteria=["Tests pass"],
                                       subagent_type="executor"), None, {}, "executor_params"),
-    ("AGENT_PARAMS_INCOMPLETE", {**seeds.SEED001_RESEARCHER, "researcher_params": {
-        **seeds.SEED001_RESEARCHER["researcher_params"], "workspace_root": None}}, None, {},
+    ("AGENT_PARAMS_INCOMPLETE", {**examples.AGLOOP_RESEARCHER, "researcher_params": {
+        **examples.AGLOOP_RESEARCHER["researcher_params"], "workspace_root": None}}, None, {},
      "researcher_params.workspace_root"),
     ("ANTI_LAZINESS_MISSING", executor(anti_laziness_checklist=None), None, {},
      "anti_laziness_checklist"),
-    ("ANTI_LAZINESS_INCOMPLETE", dict(seeds.SEED001_EXECUTOR), None, {}, "anti_laziness_checklist"),
+    ("ANTI_LAZINESS_INCOMPLETE", dict(examples.AGLOOP_EXECUTOR), None, {}, "anti_laziness_checklist"),
     ("SPEC_ADHERENCE_MISSING", executor(specification_adherence={
         "required_patterns": ["Use zod"]}), None, {}, "specification_adherence.forbidden_patterns"),
     ("CONTEXT_INSUFFICIENT", executor(executor_params={
-        **seeds.SEED001_EXECUTOR["executor_params"], "context_map": None}), None, {},
+        **examples.AGLOOP_EXECUTOR["executor_params"], "context_map": None}), None, {},
      "executor_params.context_map"),
     ("PREVIOUS_FAILURE_MISSING", executor(metadata={"attempt": 2}), None, {}, "previous_failure"),
     ("PREVIOUS_FAILURE_INCOMPLETE", executor(previous_failure={
-        **seeds.SEED001_PREVIOUS_FAILURE, "fix_instructions": ""}), None, {},
+        **examples.AGLOOP_PREVIOUS_FAILURE, "fix_instructions": ""}), None, {},
      "previous_failure.fix_instructions"),
-    ("ATTEMPT_MISMATCH", executor(previous_failure=seeds.SEED001_PREVIOUS_FAILURE,
+    ("ATTEMPT_MISMATCH", executor(previous_failure=examples.AGLOOP_PREVIOUS_FAILURE,
                                   metadata={"attempt": 3}), None, {}, "metadata.attempt"),
     ("REVIEW_DEPTH_MISSING", {**verifier(), "verifier_params": {
-        **seeds.SEED001_VERIFIER["verifier_params"], "review_depth": None}}, None, {},
+        **examples.AGLOOP_VERIFIER["verifier_params"], "review_depth": None}}, None, {},
      "verifier_params.review_depth"),
-    ("REVIEW_DEPTH_MISMATCH", verifier(seeds.SEED001_TASK_DEFINITION["description"]), None, {},
+    ("REVIEW_DEPTH_MISMATCH", verifier(examples.AGLOOP_TASK_DEFINITION["description"]), None, {},
      "verifier_params.review_depth"),
     ("TASK_ID_MISMATCH", executor(task_id="task-009"), None, {},
      "executor_params.task_definition.id"),
-    ("UNFILLED_PLACEHOLDER", executor(feature_name=seeds.PLACEHOLDER_FEATURE_NAME), None, {},
+    ("UNFILLED_PLACEHOLDER", executor(feature_name=examples.PLACEHOLDER_FEATURE_NAME), None, {},
      "feature_name"),
     ("UNKNOWN_FIELD", {**SANE, "sucess_criteria": ["Tests pass"]}, None, {},
      "extra.sucess_criteria"),
@@ -170,7 +172,7 @@ def test_it_reports(code: str, data: dict[str, Any], parent: dict[str, Any] | No
 
 def test_a_complete_contract_has_no_findings() -> None:
     assert lint(SANE) == []
-    assert lint(seeds.SEED003_CONTRACT) == []
+    assert lint(examples.DELEGATION_CONTRACT) == []
 
 
 def test_a_minimal_sane_packet_has_warnings_but_no_errors() -> None:
@@ -180,12 +182,12 @@ def test_a_minimal_sane_packet_has_warnings_but_no_errors() -> None:
                                      "ALLOWED_INPUTS_MISSING"}
 
 
-@pytest.mark.parametrize("name", ["SEED000_PARENT_REQUEST", "SEED000_DELEGATE_TASK_ARGS",
-                                  "SEED001_RESEARCHER", "SEED001_PLANNER", "SEED001_CRITIC",
-                                  "SEED001_EXECUTOR", "SEED001_VERIFIER",
-                                  "SEED002_HANDOFF_PACKAGE", "SEED004_SPAWN_PARAMS"])
-def test_the_seeds_own_examples_have_no_errors(name: str) -> None:
-    assert errors(lint(getattr(seeds, name))) == []
+@pytest.mark.parametrize("name", ["HANDOFF_PARENT_REQUEST", "HANDOFF_DELEGATE_TASK_ARGS",
+                                  "AGLOOP_RESEARCHER", "AGLOOP_PLANNER", "AGLOOP_CRITIC",
+                                  "AGLOOP_EXECUTOR", "AGLOOP_VERIFIER",
+                                  "HANDOFF_PACKAGE", "OPENCLAW_SPAWN_PARAMS"])
+def test_the_protocols_own_examples_have_no_errors(name: str) -> None:
+    assert errors(lint(getattr(examples, name))) == []
 
 
 def test_a_child_one_level_down_within_its_parents_scope_passes_the_chain_checks() -> None:
@@ -242,8 +244,8 @@ def test_structured_criteria_that_parse_are_not_vague() -> None:
     assert "VAGUE_CRITERIA" not in codes(lint(data))
 
 
-def test_seed_000s_machine_verifiable_examples_are_not_vague() -> None:
-    data = {**SANE, "success_criteria": seeds.SEED000_VERIFIABLE_CRITERIA}
+def test_the_hand_off_protocols_machine_verifiable_examples_are_not_vague() -> None:
+    data = {**SANE, "success_criteria": examples.HANDOFF_VERIFIABLE_CRITERIA}
     assert "VAGUE_CRITERIA" not in codes(lint(data))
 
 
@@ -252,7 +254,7 @@ def test_a_feature_name_copied_verbatim_passes() -> None:
 
 
 def test_a_feature_name_differing_only_in_case_is_still_not_verbatim() -> None:
-    found = [f for f in lint(executor(feature_name=seeds.FEATURE_NAME.upper()), PARENT)
+    found = [f for f in lint(executor(feature_name=examples.FEATURE_NAME.upper()), PARENT)
              if f.code == "FEATURE_NAME_NOT_VERBATIM"]
     assert found and "case or spacing" in found[0].message
 
@@ -263,14 +265,14 @@ def test_the_feature_name_is_compared_with_the_original_request_without_a_parent
 
 
 def test_the_critics_feature_name_must_be_the_verbatim_request_too() -> None:
-    data = copy.deepcopy(seeds.SEED001_CRITIC)
+    data = copy.deepcopy(examples.AGLOOP_CRITIC)
     data["critic_params"]["feature_name"] = "search feature"
     found = [f for f in lint(data) if f.code == "FEATURE_NAME_NOT_VERBATIM"]
     assert [f.field for f in found] == ["critic_params.feature_name"]
 
 
 def test_two_role_params_without_a_subagent_type_are_a_mismatch() -> None:
-    data = {**seeds.SEED001_RESEARCHER, "planner_params": seeds.SEED001_PLANNER["planner_params"]}
+    data = {**examples.AGLOOP_RESEARCHER, "planner_params": examples.AGLOOP_PLANNER["planner_params"]}
     found = [f for f in lint(data) if f.code == "ROLE_PARAMS_MISMATCH"]
     assert found and found[0].field == "subagent_type"
 
@@ -284,13 +286,13 @@ def test_a_run_time_budget_counts_as_a_timeout() -> None:
     assert "NO_TIMEOUT" not in codes(lint(data))
 
 
-def test_a_context_from_seed_002_counts_as_passed_state() -> None:
+def test_a_handoff_package_context_counts_as_passed_state() -> None:
     data = {**MINIMAL, "context": {"originalRequest": "What are the key papers on RAG?"}}
     assert "IMPLICIT_STATE" not in codes(lint(data))
 
 
 def test_an_agloop_delegation_needs_no_output_schema() -> None:
-    assert "OUTPUT_SCHEMA_MISSING" not in codes(lint(seeds.SEED001_EXECUTOR))
+    assert "OUTPUT_SCHEMA_MISSING" not in codes(lint(examples.AGLOOP_EXECUTOR))
 
 
 def test_ordinary_keys_are_not_taken_for_secrets() -> None:
@@ -317,11 +319,11 @@ def test_an_unknown_capability_suggests_the_known_one() -> None:
 
 
 def test_base_params_are_not_demanded_of_other_dialects() -> None:
-    assert "BASE_PARAMS_INCOMPLETE" not in codes(lint(seeds.SEED000_PARENT_REQUEST))
+    assert "BASE_PARAMS_INCOMPLETE" not in codes(lint(examples.HANDOFF_PARENT_REQUEST))
 
 
-def test_seed_001_allows_a_null_task_id_and_empty_description_before_execution() -> None:
-    assert "BASE_PARAMS_INCOMPLETE" not in codes(lint(seeds.SEED001_RESEARCHER))
+def test_agloop_allows_a_null_task_id_and_empty_description_before_execution() -> None:
+    assert "BASE_PARAMS_INCOMPLETE" not in codes(lint(examples.AGLOOP_RESEARCHER))
 
 
 def test_an_executor_needs_a_task_id() -> None:
@@ -336,40 +338,40 @@ def test_after_research_the_feature_description_must_be_filled() -> None:
 
 
 def test_a_later_critique_iteration_needs_the_previous_objections() -> None:
-    data = copy.deepcopy(seeds.SEED001_CRITIC)
+    data = copy.deepcopy(examples.AGLOOP_CRITIC)
     data["critic_params"]["iteration_number"] = 2
     found = [f.field for f in lint(data) if f.code == "AGENT_PARAMS_INCOMPLETE"]
     assert found == ["critic_params.previous_objections"]
 
 
 def test_the_executor_task_definition_needs_its_files_to_modify() -> None:
-    params = copy.deepcopy(seeds.SEED001_EXECUTOR["executor_params"])
+    params = copy.deepcopy(examples.AGLOOP_EXECUTOR["executor_params"])
     params["task_definition"]["files_to_modify"] = []
     found = [f.field for f in lint(executor(executor_params=params))
              if f.code == "AGENT_PARAMS_INCOMPLETE"]
     assert found == ["executor_params.task_definition.files_to_modify"]
 
 
-def test_the_seed_executor_templates_checklist_lacks_exactly_three_standard_items() -> None:
-    found = [f for f in lint(seeds.SEED001_EXECUTOR) if f.code == "ANTI_LAZINESS_INCOMPLETE"]
+def test_the_agloop_executor_templates_checklist_lacks_exactly_three_standard_items() -> None:
+    found = [f for f in lint(examples.AGLOOP_EXECUTOR) if f.code == "ANTI_LAZINESS_INCOMPLETE"]
     assert len(found) == 1
     missing = [item for item, _ in STANDARD_CHECKLIST if item in found[0].message]
-    assert missing == list(seeds.SEED001_FULL_CHECKLIST[7:])
+    assert missing == list(examples.AGLOOP_FULL_CHECKLIST[7:])
 
 
-@pytest.mark.parametrize("checklist", [seeds.SEED001_FULL_CHECKLIST, seeds.SEED001_CHECKLIST_MARKDOWN])
+@pytest.mark.parametrize("checklist", [examples.AGLOOP_FULL_CHECKLIST, examples.AGLOOP_CHECKLIST_MARKDOWN])
 def test_the_complete_checklist_in_either_spelling_passes(checklist: Any) -> None:
     found = codes(lint(executor(anti_laziness_checklist=checklist)))
     assert "ANTI_LAZINESS_INCOMPLETE" not in found and "ANTI_LAZINESS_MISSING" not in found
 
 
-def test_the_seed_executor_with_the_full_checklist_is_well_formed_by_seed_001() -> None:
-    seed001_codes = {"BASE_PARAMS_INCOMPLETE", "FEATURE_NAME_NOT_VERBATIM", "AGENT_PARAMS_MISSING",
-                     "AGENT_PARAMS_INCOMPLETE", "CRITERIA_MISSING", "ANTI_LAZINESS_MISSING",
-                     "ANTI_LAZINESS_INCOMPLETE", "SPEC_ADHERENCE_MISSING", "CONTEXT_INSUFFICIENT",
-                     "PREVIOUS_FAILURE_MISSING", "PREVIOUS_FAILURE_INCOMPLETE",
-                     "REVIEW_DEPTH_MISSING", "MULTIPLE_TASKS"}
-    assert seed001_codes.isdisjoint(codes(lint(executor(), PARENT)))
+def test_the_agloop_executor_with_the_full_checklist_passes_the_agloop_checks() -> None:
+    agloop_codes = {"BASE_PARAMS_INCOMPLETE", "FEATURE_NAME_NOT_VERBATIM", "AGENT_PARAMS_MISSING",
+                    "AGENT_PARAMS_INCOMPLETE", "CRITERIA_MISSING", "ANTI_LAZINESS_MISSING",
+                    "ANTI_LAZINESS_INCOMPLETE", "SPEC_ADHERENCE_MISSING", "CONTEXT_INSUFFICIENT",
+                    "PREVIOUS_FAILURE_MISSING", "PREVIOUS_FAILURE_INCOMPLETE",
+                    "REVIEW_DEPTH_MISSING", "MULTIPLE_TASKS"}
+    assert agloop_codes.isdisjoint(codes(lint(executor(), PARENT)))
 
 
 def test_the_verifier_needs_specification_adherence_too() -> None:
@@ -378,8 +380,8 @@ def test_the_verifier_needs_specification_adherence_too() -> None:
     assert "SPEC_ADHERENCE_MISSING" in codes(lint(data))
 
 
-def test_relevant_files_from_seed_002_count_as_files_to_read() -> None:
-    params = copy.deepcopy(seeds.SEED001_EXECUTOR["executor_params"])
+def test_relevant_files_from_a_handoff_package_count_as_files_to_read() -> None:
+    params = copy.deepcopy(examples.AGLOOP_EXECUTOR["executor_params"])
     params["task_definition"]["files_to_read"] = []
     data = executor(executor_params=params, context={"relevantFiles": ["src/api/handlers/users.ts"]})
     assert "CONTEXT_INSUFFICIENT" not in codes(lint(data))
@@ -391,24 +393,24 @@ def test_a_retry_summary_without_a_failure_report_is_flagged() -> None:
 
 
 def test_a_complete_retry_passes_the_retry_checks() -> None:
-    found = codes(lint(seeds.seed001_executor_retry()))
+    found = codes(lint(examples.agloop_executor_retry()))
     assert not {"PREVIOUS_FAILURE_MISSING", "PREVIOUS_FAILURE_INCOMPLETE",
                 "ATTEMPT_MISMATCH"} & set(found)
 
 
-def test_the_seed_verifier_review_depth_agrees_with_the_tree() -> None:
-    found = codes(lint(seeds.SEED001_VERIFIER))
+def test_the_agloop_verifier_review_depth_agrees_with_the_tree() -> None:
+    found = codes(lint(examples.AGLOOP_VERIFIER))
     assert "REVIEW_DEPTH_MISSING" not in found and "REVIEW_DEPTH_MISMATCH" not in found
 
 
 def test_the_review_depth_mismatch_names_the_keyword() -> None:
-    found = [f for f in lint(verifier(seeds.SEED001_TASK_DEFINITION["description"]))
+    found = [f for f in lint(verifier(examples.AGLOOP_TASK_DEFINITION["description"]))
              if f.code == "REVIEW_DEPTH_MISMATCH"]
     assert "'full'" in found[0].message and "query" in found[0].message
 
 
-def test_the_seeds_elided_description_counts_as_an_unfilled_placeholder() -> None:
-    found = [f.field for f in lint(seeds.SEED001_VERIFIER) if f.code == "UNFILLED_PLACEHOLDER"]
+def test_the_agloop_templates_elided_description_counts_as_an_unfilled_placeholder() -> None:
+    found = [f.field for f in lint(examples.AGLOOP_VERIFIER) if f.code == "UNFILLED_PLACEHOLDER"]
     assert found == ["verifier_params.task_definition.description"]
 
 
@@ -419,14 +421,14 @@ def test_an_unknown_key_of_a_known_block_is_reported_under_its_path() -> None:
 
 
 def test_an_unknown_key_inside_a_typed_part_is_reported_with_a_suggestion() -> None:
-    data = executor(specification_adherence={**seeds.SEED001_EXECUTOR_SPEC,
+    data = executor(specification_adherence={**examples.AGLOOP_EXECUTOR_SPEC,
                                              "forbiden_patterns": ["raw SQL"]})
     found = [f for f in lint(data) if f.code == "UNKNOWN_FIELD"]
     assert found[0].field == "specification_adherence.forbiden_patterns"
     assert "forbidden_patterns" in found[0].message
 
 
-# -- review depth (seed 001 decision tree) -----------------------------------------------------
+# -- review depth (the agloop decision tree) ---------------------------------------------------
 
 def depth_of(title: str = "Update the page", description: str = "Change the footer.",
              files: list[str] | None = None, **task: Any) -> str:
@@ -479,7 +481,7 @@ def test_the_verifier_falls_back_to_the_executors_files_modified() -> None:
 
 
 def test_the_reason_says_why() -> None:
-    depth, why = review_depth_reason(parse_packet(seeds.SEED001_EXECUTOR))
+    depth, why = review_depth_reason(parse_packet(examples.AGLOOP_EXECUTOR))
     assert depth == "full" and "query" in why
 
 
@@ -500,9 +502,25 @@ def test_a_finding_reads_as_a_dict() -> None:
                    "instead of waiting forever."}
 
 
+def test_a_rejection_says_how_many_errors_there_are_and_which_came_first() -> None:
+    found = errors(lint({**SANE, "depth": 9}, PARENT))
+    first = found[0]
+    assert len(found) > 1
+    assert rejection_message(found) == (
+        f"The delegation was rejected ({len(found)} lint errors); first: {first.code} at "
+        f"{first.field}: {first.message}")
+    assert rejection_message([finding.as_dict() for finding in found]) == rejection_message(found)
+
+
+def test_a_rejection_for_one_error_says_error() -> None:
+    message = rejection_message(errors(lint({**SANE, "depth": 9})))
+    assert message.startswith("The delegation was rejected (1 lint error); first: "
+                              "DEPTH_LIMIT_EXCEEDED at depth: depth is 9")
+
+
 def test_lint_accepts_a_dict_or_json_text() -> None:
-    assert lint_packet(seeds.SEED003_CONTRACT) == []
-    assert lint_packet(parse_packet(seeds.SEED003_CONTRACT).canonical_json()) == []
+    assert lint_packet(examples.DELEGATION_CONTRACT) == []
+    assert lint_packet(parse_packet(examples.DELEGATION_CONTRACT).canonical_json()) == []
 
 
 def test_every_check_is_documented_with_a_severity_and_description() -> None:
@@ -523,7 +541,7 @@ _lintable = st.fixed_dictionaries({}, optional={
                              max_size=3),
     "input_data": st.dictionaries(st.sampled_from(["q", "api_key", "notes"]), st.text(max_size=20)),
     "feature_name": st.text(max_size=20),
-    "anti_laziness_checklist": st.lists(st.sampled_from(seeds.SEED001_FULL_CHECKLIST), max_size=10),
+    "anti_laziness_checklist": st.lists(st.sampled_from(examples.AGLOOP_FULL_CHECKLIST), max_size=10),
     "metadata": st.fixed_dictionaries({}, optional={"attempt": st.integers(1, 4)}),
 })
 

@@ -24,11 +24,11 @@ from delegations.protocol.manifest import (
     manifest_json,
 )
 
-from .seed_examples import SEED000_MANIFEST
+from .protocol_examples import HANDOFF_MANIFEST
 
 
 def manifest(**changes: Any) -> dict[str, Any]:
-    data = json.loads(json.dumps(SEED000_MANIFEST))
+    data = json.loads(json.dumps(HANDOFF_MANIFEST))
     data.update(changes)
     return {key: value for key, value in data.items() if value is not None}
 
@@ -58,7 +58,7 @@ def instruction_skill(**changes: Any) -> dict[str, Any]:
 # --- the seed's manifest ---------------------------------------------------------------------
 
 def test_the_seed_000_manifest_loads_with_normalized_schemas() -> None:
-    skill = load_manifest(SEED000_MANIFEST)
+    skill = load_manifest(HANDOFF_MANIFEST)
     assert skill.ref == "SourceCodeAalyzer@1.2.0"
     assert skill.input_schema["required"] == ["repo_path", "strict_mode"]
     assert skill.output_schema["properties"] == {"vulnerabilities": {"type": "array"},
@@ -68,14 +68,14 @@ def test_the_seed_000_manifest_loads_with_normalized_schemas() -> None:
 
 
 def test_the_seeds_script_entry_point_is_accepted_with_a_warning() -> None:
-    skill = load_manifest(SEED000_MANIFEST)
+    skill = load_manifest(HANDOFF_MANIFEST)
     assert skill.entry.kind is EntryPointKind.SCRIPT
     assert skill.entry.path == "analyze.py"
     assert any("'analyze.py' is a script" in warning for warning in skill.warnings)
 
 
 def test_it_loads_json_text_bytes_and_a_manifest_path(tmp_path: Path) -> None:
-    text = json.dumps(SEED000_MANIFEST)
+    text = json.dumps(HANDOFF_MANIFEST)
     path = tmp_path / "manifest.json"
     path.write_text(text)
     for source in (text, text.encode(), path, str(path)):
@@ -256,19 +256,19 @@ def test_a_broken_zip_is_rejected(tmp_path: Path) -> None:
     ("dir\\evil.md", "backslashes are not allowed (use '/')"),
 ])
 def test_zip_entries_that_leave_the_bundle_are_refused(name: str, reason: str) -> None:
-    data = zip_of({"manifest.json": json.dumps(SEED000_MANIFEST), name: "x"})
+    data = zip_of({"manifest.json": json.dumps(HANDOFF_MANIFEST), name: "x"})
     assert problems(data) == [("bundle", f"entry {name!r}: {reason}")]
 
 
 def test_every_bad_zip_entry_is_reported_at_once() -> None:
-    data = zip_of({"manifest.json": json.dumps(SEED000_MANIFEST), "../a": "x", "/b": "x", "c\\d": "x"})
+    data = zip_of({"manifest.json": json.dumps(HANDOFF_MANIFEST), "../a": "x", "/b": "x", "c\\d": "x"})
     assert len(problems(data)) == 3
 
 
 def test_a_symlink_entry_is_refused() -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("manifest.json", json.dumps(SEED000_MANIFEST))
+        archive.writestr("manifest.json", json.dumps(HANDOFF_MANIFEST))
         link = zipfile.ZipInfo("link.md")
         link.external_attr = (stat.S_IFLNK | 0o777) << 16
         archive.writestr(link, "/etc/passwd")
@@ -276,7 +276,7 @@ def test_a_symlink_entry_is_refused() -> None:
 
 
 def test_a_zip_bomb_is_refused_before_it_is_extracted() -> None:
-    data = zip_of({"manifest.json": json.dumps(SEED000_MANIFEST), "bomb.txt": b"0" * 900_000})
+    data = zip_of({"manifest.json": json.dumps(HANDOFF_MANIFEST), "bomb.txt": b"0" * 900_000})
     assert len(data) < 5_000
     found = problems(data)
     assert found == [("bundle", f"entry 'bomb.txt' expands {900_000 // _compressed_size(data, 'bomb.txt')}x; "
@@ -288,7 +288,7 @@ def _compressed_size(data: bytes, name: str) -> int:
 
 
 def test_too_many_files_are_refused() -> None:
-    entries: dict[str, bytes | str] = {"manifest.json": json.dumps(SEED000_MANIFEST)}
+    entries: dict[str, bytes | str] = {"manifest.json": json.dumps(HANDOFF_MANIFEST)}
     entries.update({f"notes/{index}.txt": "x" for index in range(200)})
     assert problems(zip_of(entries)) == [("bundle", "201 files; a bundle holds at most 200")]
 
@@ -297,7 +297,7 @@ def test_a_file_too_large_and_a_bundle_too_large_are_refused(monkeypatch: pytest
     monkeypatch.setattr(manifest_module, "MAX_FILE_BYTES", 1000)
     monkeypatch.setattr(manifest_module, "MAX_BUNDLE_BYTES", 2500)
     big = bytes(range(256)) * 8  # 2048 incompressible-ish bytes: not a bomb, just too big
-    entries: dict[str, bytes | str] = {"manifest.json": json.dumps(SEED000_MANIFEST), "a.bin": big,
+    entries: dict[str, bytes | str] = {"manifest.json": json.dumps(HANDOFF_MANIFEST), "a.bin": big,
                                        "b.bin": big[::-1]}
     found = problems(zip_of(entries, compression=zipfile.ZIP_STORED))
     assert ("bundle", "entry 'a.bin' is 2048 bytes uncompressed; at most 1000 per file") in found
@@ -305,7 +305,7 @@ def test_a_file_too_large_and_a_bundle_too_large_are_refused(monkeypatch: pytest
 
 
 def test_a_folder_bundle_with_a_symlink_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "manifest.json").write_text(json.dumps(SEED000_MANIFEST))
+    (tmp_path / "manifest.json").write_text(json.dumps(HANDOFF_MANIFEST))
     (tmp_path / "secret.md").symlink_to("/etc/hostname")
     assert problems(tmp_path) == [("bundle", "'secret.md': symlinks are not allowed")]
 
@@ -330,7 +330,7 @@ def test_bundle_zip_round_trips_and_is_deterministic() -> None:
 
 
 def test_bundle_zip_refuses_unsafe_names() -> None:
-    skill = load_manifest(SEED000_MANIFEST)
+    skill = load_manifest(HANDOFF_MANIFEST)
     with pytest.raises(ProtocolError) as caught:
         bundle_zip(skill, {"../x": b""})
     assert caught.value.code is ErrorCode.INVALID_MANIFEST
@@ -339,7 +339,7 @@ def test_bundle_zip_refuses_unsafe_names() -> None:
 def test_the_model_validates_on_its_own_too() -> None:
     with pytest.raises(ValueError, match="not a semantic version"):
         SkillManifest.model_validate(manifest(version="1"))
-    assert SkillManifest.model_validate(SEED000_MANIFEST).input_schema["type"] == "object"
+    assert SkillManifest.model_validate(HANDOFF_MANIFEST).input_schema["type"] == "object"
 
 
 def test_the_entry_point_file_replaces_inline_instructions_with_a_warning() -> None:

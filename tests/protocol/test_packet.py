@@ -1,4 +1,4 @@
-"""The hand-off packet: every seed's spelling parses into one canonical packet (DESIGN §2.3)."""
+"""The hand-off packet: every dialect's spelling parses into one canonical packet."""
 
 from __future__ import annotations
 
@@ -20,22 +20,22 @@ from delegations.protocol.packet import (
     TaskDefinition,
     parse_packet,
 )
-from tests.protocol import seed_examples as seeds
+from tests.protocol import protocol_examples as examples
 
-ALL_SEED_PACKETS = {
-    "seed000_parent_request": seeds.SEED000_PARENT_REQUEST,
-    "seed000_delegate_task": seeds.SEED000_DELEGATE_TASK_ARGS,
-    "seed001_researcher": seeds.SEED001_RESEARCHER,
-    "seed001_planner": seeds.SEED001_PLANNER,
-    "seed001_critic": seeds.SEED001_CRITIC,
-    "seed001_executor": seeds.SEED001_EXECUTOR,
-    "seed001_executor_flat": seeds.seed001_executor_flat(),
-    "seed001_executor_retry": seeds.seed001_executor_retry(),
-    "seed001_verifier": seeds.SEED001_VERIFIER,
-    "seed002_handoff_package": seeds.SEED002_HANDOFF_PACKAGE,
-    "seed003_contract": seeds.SEED003_CONTRACT,
-    "seed003_contract_flat": seeds.SEED003_CONTRACT_FLAT,
-    "seed004_spawn": seeds.SEED004_SPAWN_PARAMS,
+ALL_EXAMPLE_PACKETS = {
+    "handoff_parent_request": examples.HANDOFF_PARENT_REQUEST,
+    "handoff_delegate_task": examples.HANDOFF_DELEGATE_TASK_ARGS,
+    "agloop_researcher": examples.AGLOOP_RESEARCHER,
+    "agloop_planner": examples.AGLOOP_PLANNER,
+    "agloop_critic": examples.AGLOOP_CRITIC,
+    "agloop_executor": examples.AGLOOP_EXECUTOR,
+    "agloop_executor_flat": examples.agloop_executor_flat(),
+    "agloop_executor_retry": examples.agloop_executor_retry(),
+    "agloop_verifier": examples.AGLOOP_VERIFIER,
+    "handoff_package": examples.HANDOFF_PACKAGE,
+    "delegation_contract": examples.DELEGATION_CONTRACT,
+    "delegation_contract_flat": examples.DELEGATION_CONTRACT_FLAT,
+    "openclaw_spawn": examples.OPENCLAW_SPAWN_PARAMS,
 }
 
 
@@ -46,10 +46,10 @@ def issues_of(data: Any) -> dict[str, str]:
     return {issue.field: issue.message for issue in caught.value.issues}
 
 
-# -- seed 000 --------------------------------------------------------------------------------
+# -- the hand-off protocol --------------------------------------------------------------------
 
-def test_it_reads_seed_000s_parent_request_payload_as_input_data() -> None:
-    packet = parse_packet(seeds.SEED000_PARENT_REQUEST)
+def test_it_reads_the_hand_off_protocols_parent_request_payload_as_input_data() -> None:
+    packet = parse_packet(examples.HANDOFF_PARENT_REQUEST)
     assert packet.task_id == "99ea-42"
     assert packet.subagent_type == SubagentType.RESEARCHER
     assert packet.input_data == {"query": "Current price of TSLA",
@@ -59,36 +59,36 @@ def test_it_reads_seed_000s_parent_request_payload_as_input_data() -> None:
 
 
 def test_it_keeps_every_delegate_task_argument() -> None:
-    packet = parse_packet(seeds.SEED000_DELEGATE_TASK_ARGS)
+    packet = parse_packet(examples.HANDOFF_DELEGATE_TASK_ARGS)
     assert packet.subagent_type == "researcher"
-    assert packet.instruction_set == seeds.SEED000_DELEGATE_TASK_ARGS["instruction_set"]
+    assert packet.instruction_set == examples.HANDOFF_DELEGATE_TASK_ARGS["instruction_set"]
     assert packet.input_data["query"] == "Current price of TSLA"
     assert packet.max_iterations == 5
     assert packet.termination_trigger == "yield_control called with the price"
 
 
 def test_it_derives_the_goal_from_the_instruction_set_when_nothing_better_is_given() -> None:
-    packet = parse_packet(seeds.SEED000_DELEGATE_TASK_ARGS)
-    assert packet.goal == seeds.SEED000_DELEGATE_TASK_ARGS["instruction_set"]
+    packet = parse_packet(examples.HANDOFF_DELEGATE_TASK_ARGS)
+    assert packet.goal == examples.HANDOFF_DELEGATE_TASK_ARGS["instruction_set"]
 
 
 def test_it_unwraps_a_whole_delegate_task_tool_call_with_json_text_arguments() -> None:
-    call = {"name": "delegate_task", "arguments": json.dumps(seeds.SEED000_DELEGATE_TASK_ARGS)}
-    assert parse_packet(call) == parse_packet(seeds.SEED000_DELEGATE_TASK_ARGS)
+    call = {"name": "delegate_task", "arguments": json.dumps(examples.HANDOFF_DELEGATE_TASK_ARGS)}
+    assert parse_packet(call) == parse_packet(examples.HANDOFF_DELEGATE_TASK_ARGS)
 
 
 def test_it_rejects_a_tool_call_whose_arguments_are_not_json() -> None:
     assert "arguments" in issues_of({"name": "delegate_task", "arguments": "{oops"})
 
 
-# -- seed 001 --------------------------------------------------------------------------------
+# -- the agloop delegation protocol -----------------------------------------------------------
 
 @pytest.mark.parametrize(("example", "role"), [
-    (seeds.SEED001_RESEARCHER, "researcher"),
-    (seeds.SEED001_PLANNER, "planner"),
-    (seeds.SEED001_CRITIC, "critic"),
-    (seeds.SEED001_EXECUTOR, "executor"),
-    (seeds.SEED001_VERIFIER, "verifier"),
+    (examples.AGLOOP_RESEARCHER, "researcher"),
+    (examples.AGLOOP_PLANNER, "planner"),
+    (examples.AGLOOP_CRITIC, "critic"),
+    (examples.AGLOOP_EXECUTOR, "executor"),
+    (examples.AGLOOP_VERIFIER, "verifier"),
 ])
 def test_it_infers_the_subagent_type_from_the_role_params_block(example: dict[str, Any],
                                                                 role: str) -> None:
@@ -99,67 +99,67 @@ def test_it_infers_the_subagent_type_from_the_role_params_block(example: dict[st
 
 
 def test_it_lifts_nested_base_params_to_the_top_level() -> None:
-    packet = parse_packet(seeds.SEED001_EXECUTOR)
+    packet = parse_packet(examples.AGLOOP_EXECUTOR)
     assert packet.task_id == "task-003"
-    assert packet.feature_name == seeds.FEATURE_NAME
+    assert packet.feature_name == examples.FEATURE_NAME
     assert packet.current_phase == "execute"
     assert (packet.plan_path, packet.state_path, packet.log_path) == (
         ".agloop/plan.yaml", ".agloop/state.json", ".agloop/log.json")
 
 
 def test_nested_and_flat_base_params_are_the_same_packet_with_the_same_hash() -> None:
-    nested = parse_packet(seeds.SEED001_EXECUTOR)
-    flat = parse_packet(seeds.seed001_executor_flat())
+    nested = parse_packet(examples.AGLOOP_EXECUTOR)
+    flat = parse_packet(examples.agloop_executor_flat())
     assert nested == flat
     assert nested.packet_hash() == flat.packet_hash()
 
 
 def test_it_types_the_executor_task_definition_and_keeps_the_context_map() -> None:
-    params = parse_packet(seeds.SEED001_EXECUTOR).executor_params
+    params = parse_packet(examples.AGLOOP_EXECUTOR).executor_params
     assert params is not None
     definition = params.task_definition
     assert isinstance(definition, TaskDefinition)
     assert definition.id == "task-003"
-    assert definition.files_to_modify == seeds.SEED001_TASK_DEFINITION["files_to_modify"]
-    assert definition.files_to_read == seeds.SEED001_TASK_DEFINITION["files_to_read"]
-    assert params.acceptance_criteria == seeds.SEED001_ACCEPTANCE_CRITERIA
-    assert params.context_map == seeds.SEED001_EXECUTOR["executor_params"]["context_map"]
+    assert definition.files_to_modify == examples.AGLOOP_TASK_DEFINITION["files_to_modify"]
+    assert definition.files_to_read == examples.AGLOOP_TASK_DEFINITION["files_to_read"]
+    assert params.acceptance_criteria == examples.AGLOOP_ACCEPTANCE_CRITERIA
+    assert params.context_map == examples.AGLOOP_EXECUTOR["executor_params"]["context_map"]
 
 
 def test_it_keeps_the_goal_of_an_executor_as_its_task_description() -> None:
-    packet = parse_packet(seeds.SEED001_EXECUTOR)
-    assert packet.goal == seeds.SEED001_TASK_DEFINITION["description"]
+    packet = parse_packet(examples.AGLOOP_EXECUTOR)
+    assert packet.goal == examples.AGLOOP_TASK_DEFINITION["description"]
 
 
 def test_it_keeps_the_researchers_goal_as_the_verbatim_feature_name() -> None:
-    assert parse_packet(seeds.SEED001_RESEARCHER).goal == seeds.FEATURE_NAME
+    assert parse_packet(examples.AGLOOP_RESEARCHER).goal == examples.FEATURE_NAME
 
 
 def test_it_reads_specification_adherence_and_the_checklist() -> None:
-    packet = parse_packet(seeds.SEED001_EXECUTOR)
+    packet = parse_packet(examples.AGLOOP_EXECUTOR)
     assert packet.specification_adherence is not None
     assert packet.specification_adherence.forbidden_patterns == (
-        seeds.SEED001_EXECUTOR_SPEC["forbidden_patterns"])
-    assert packet.specification_adherence.tech_choices == seeds.SEED001_EXECUTOR_SPEC["tech_choices"]
-    assert packet.anti_laziness_checklist == seeds.SEED001_EXECUTOR_TEMPLATE_CHECKLIST
+        examples.AGLOOP_EXECUTOR_SPEC["forbidden_patterns"])
+    assert packet.specification_adherence.tech_choices == examples.AGLOOP_EXECUTOR_SPEC["tech_choices"]
+    assert packet.anti_laziness_checklist == examples.AGLOOP_EXECUTOR_TEMPLATE_CHECKLIST
     assert packet.previous_failure is None
 
 
-def test_it_splits_the_seeds_markdown_checklist_into_items() -> None:
-    packet = parse_packet({**seeds.SEED001_EXECUTOR,
-                           "anti_laziness_checklist": seeds.SEED001_CHECKLIST_MARKDOWN})
+def test_it_splits_the_agloop_markdown_checklist_into_items() -> None:
+    packet = parse_packet({**examples.AGLOOP_EXECUTOR,
+                           "anti_laziness_checklist": examples.AGLOOP_CHECKLIST_MARKDOWN})
     assert packet.anti_laziness_checklist == (
-        seeds.SEED001_FULL_CHECKLIST + seeds.SEED001_TASK_SPECIFIC_ITEMS)
+        examples.AGLOOP_FULL_CHECKLIST + examples.AGLOOP_TASK_SPECIFIC_ITEMS)
 
 
 def test_it_types_the_previous_failure_of_a_retry() -> None:
-    packet = parse_packet(seeds.seed001_executor_retry())
-    assert packet.previous_failure == PreviousFailure(**seeds.SEED001_PREVIOUS_FAILURE)
+    packet = parse_packet(examples.agloop_executor_retry())
+    assert packet.previous_failure == PreviousFailure(**examples.AGLOOP_PREVIOUS_FAILURE)
     assert packet.attempt == 2
 
 
 def test_it_joins_fix_instructions_given_as_a_list() -> None:
-    retry = seeds.seed001_executor_retry()
+    retry = examples.agloop_executor_retry()
     retry["previous_failure"]["fix_instructions"] = ["Validate page_size", "Return 400"]
     packet = parse_packet(retry)
     assert packet.previous_failure is not None
@@ -167,8 +167,8 @@ def test_it_joins_fix_instructions_given_as_a_list() -> None:
 
 
 def test_it_keeps_the_review_depth_in_both_places_whichever_spelling_is_used() -> None:
-    nested = parse_packet(seeds.SEED001_VERIFIER)
-    moved = copy.deepcopy(seeds.SEED001_VERIFIER)
+    nested = parse_packet(examples.AGLOOP_VERIFIER)
+    moved = copy.deepcopy(examples.AGLOOP_VERIFIER)
     moved["review_depth"] = moved["verifier_params"].pop("review_depth")
     top = parse_packet(moved)
     assert nested.review_depth == "standard"
@@ -177,45 +177,45 @@ def test_it_keeps_the_review_depth_in_both_places_whichever_spelling_is_used() -
 
 
 def test_it_rejects_two_different_review_depths() -> None:
-    data = {**seeds.SEED001_VERIFIER, "review_depth": "full"}
+    data = {**examples.AGLOOP_VERIFIER, "review_depth": "full"}
     assert "verifier_params.review_depth" in issues_of(data)
 
 
 def test_it_types_the_critics_previous_objections_and_the_planners_revision_feedback() -> None:
-    critic = parse_packet(seeds.SEED001_CRITIC).critic_params
+    critic = parse_packet(examples.AGLOOP_CRITIC).critic_params
     assert critic is not None and critic.previous_objections[0].resolved is True
-    planner_data = copy.deepcopy(seeds.SEED001_PLANNER)
-    planner_data["planner_params"]["revision_feedback"] = seeds.SEED001_REVISION_FEEDBACK
+    planner_data = copy.deepcopy(examples.AGLOOP_PLANNER)
+    planner_data["planner_params"]["revision_feedback"] = examples.AGLOOP_REVISION_FEEDBACK
     planner = parse_packet(planner_data).planner_params
     assert planner is not None and planner.revision_feedback is not None
     assert planner.revision_feedback.previous_plan_path == ".agloop/plan.yaml"
 
 
 def test_it_keeps_several_task_definitions_so_lint_can_report_them() -> None:
-    data = copy.deepcopy(seeds.SEED001_EXECUTOR)
-    second = {**seeds.SEED001_TASK_DEFINITION, "id": "task-004"}
-    data["executor_params"]["task_definition"] = [seeds.SEED001_TASK_DEFINITION, second]
+    data = copy.deepcopy(examples.AGLOOP_EXECUTOR)
+    second = {**examples.AGLOOP_TASK_DEFINITION, "id": "task-004"}
+    data["executor_params"]["task_definition"] = [examples.AGLOOP_TASK_DEFINITION, second]
     params = parse_packet(data).executor_params
     assert params is not None
     assert [task.id for task in params.task_definitions] == ["task-003", "task-004"]
 
 
 def test_it_reads_a_one_item_task_definition_list_as_the_task() -> None:
-    data = copy.deepcopy(seeds.SEED001_EXECUTOR)
-    data["executor_params"]["task_definition"] = [seeds.SEED001_TASK_DEFINITION]
-    assert parse_packet(data) == parse_packet(seeds.SEED001_EXECUTOR)
+    data = copy.deepcopy(examples.AGLOOP_EXECUTOR)
+    data["executor_params"]["task_definition"] = [examples.AGLOOP_TASK_DEFINITION]
+    assert parse_packet(data) == parse_packet(examples.AGLOOP_EXECUTOR)
 
 
-def test_it_rejects_a_phase_the_seed_does_not_name() -> None:
-    data = seeds.seed001_executor_flat()
+def test_it_rejects_a_phase_the_agloop_protocol_does_not_name() -> None:
+    data = examples.agloop_executor_flat()
     data["current_phase"] = "deploy"
     assert "current_phase" in issues_of(data)
 
 
-# -- seed 002 --------------------------------------------------------------------------------
+# -- the HandoffPackage format ----------------------------------------------------------------
 
-def test_it_normalizes_seed_002s_camel_case_handoff_package() -> None:
-    packet = parse_packet(seeds.SEED002_HANDOFF_PACKAGE)
+def test_it_normalizes_a_camel_case_handoff_package() -> None:
+    packet = parse_packet(examples.HANDOFF_PACKAGE)
     assert packet.task is not None and packet.task.requirements == [
         "Cite each paper with its DOI", "Keep the summary under 300 words"]
     assert packet.context is not None
@@ -228,22 +228,22 @@ def test_it_normalizes_seed_002s_camel_case_handoff_package() -> None:
     assert packet.metadata.attempt == 1 and packet.metadata.priority == 2
 
 
-def test_it_reads_seed_002s_expectations_as_schema_criteria_and_timeout() -> None:
-    packet = parse_packet(seeds.SEED002_HANDOFF_PACKAGE)
-    assert packet.expected_output_schema == seeds.SEED002_HANDOFF_PACKAGE["expectations"]["outputFormat"]
+def test_it_reads_a_handoff_packages_expectations_as_schema_criteria_and_timeout() -> None:
+    packet = parse_packet(examples.HANDOFF_PACKAGE)
+    assert packet.expected_output_schema == examples.HANDOFF_PACKAGE["expectations"]["outputFormat"]
     assert packet.success_criteria == ["JSON is schema-valid", "Word count > 100"]
     assert packet.timeout_s == 120.0
 
 
-def test_it_derives_goal_task_id_and_subagent_type_from_seed_002() -> None:
-    packet = parse_packet(seeds.SEED002_HANDOFF_PACKAGE)
-    assert packet.goal == seeds.SEED002_HANDOFF_PACKAGE["task"]["description"]
+def test_it_derives_goal_task_id_and_subagent_type_from_a_handoff_package() -> None:
+    packet = parse_packet(examples.HANDOFF_PACKAGE)
+    assert packet.goal == examples.HANDOFF_PACKAGE["task"]["description"]
     assert packet.task_id == "task-42"
     assert packet.subagent_type == "researcher"
 
 
 def test_it_leaves_free_form_data_keys_untouched() -> None:
-    data = copy.deepcopy(seeds.SEED002_HANDOFF_PACKAGE)
+    data = copy.deepcopy(examples.HANDOFF_PACKAGE)
     data["context"]["intermediateResults"] = {"camelKey": {"innerKey": 1}}
     packet = parse_packet(data)
     assert packet.context is not None
@@ -256,14 +256,14 @@ def test_a_top_level_attempt_goes_to_metadata() -> None:
     assert packet.attempt == 2
 
 
-# -- seed 003 --------------------------------------------------------------------------------
+# -- delegation contracts ---------------------------------------------------------------------
 
-def test_it_reads_seed_003s_contract() -> None:
-    packet = parse_packet(seeds.SEED003_CONTRACT)
-    assert packet.goal == seeds.SEED003_GOAL
+def test_it_reads_a_delegation_contract() -> None:
+    packet = parse_packet(examples.DELEGATION_CONTRACT)
+    assert packet.goal == examples.CONTRACT_GOAL
     assert packet.allowed_inputs == ["project_docs", "candidate_solutions"]
-    assert packet.input_data == seeds.SEED003_CONTRACT["inputData"]
-    assert packet.expected_output_schema == seeds.SEED003_CONTRACT["expectedOutput"]
+    assert packet.input_data == examples.DELEGATION_CONTRACT["inputData"]
+    assert packet.expected_output_schema == examples.DELEGATION_CONTRACT["expectedOutput"]
     assert packet.budget == Budget(max_model_calls=20, max_tokens=50000, max_runtime_s=600,
                                    max_cost_usd=1.5, max_concurrency=2)
     assert packet.capabilities == ["fs_read", "search"]
@@ -271,8 +271,8 @@ def test_it_reads_seed_003s_contract() -> None:
 
 
 def test_flat_and_nested_budgets_give_the_same_hash() -> None:
-    assert (parse_packet(seeds.SEED003_CONTRACT).packet_hash()
-            == parse_packet(seeds.SEED003_CONTRACT_FLAT).packet_hash())
+    assert (parse_packet(examples.DELEGATION_CONTRACT).packet_hash()
+            == parse_packet(examples.DELEGATION_CONTRACT_FLAT).packet_hash())
 
 
 @pytest.mark.parametrize("container", ["budget", "budgets", "resourceBoundaries", "limits"])
@@ -311,25 +311,25 @@ def test_a_capability_scope_object_can_carry_the_depth_limits() -> None:
     assert (packet.capabilities, packet.max_depth, packet.allow_nested) == (["fs_read"], 2, True)
 
 
-# -- seed 004 --------------------------------------------------------------------------------
+# -- OpenClaw sub-agents ----------------------------------------------------------------------
 
-def test_it_reads_seed_004s_spawn_parameters() -> None:
-    packet = parse_packet(seeds.SEED004_SPAWN_PARAMS)
-    assert packet.goal == seeds.SEED004_SPAWN_PARAMS["task"]
+def test_it_reads_openclaw_spawn_parameters() -> None:
+    packet = parse_packet(examples.OPENCLAW_SPAWN_PARAMS)
+    assert packet.goal == examples.OPENCLAW_SPAWN_PARAMS["task"]
     assert (packet.label, packet.agent_id, packet.model, packet.thinking) == (
         "bug-triage", "main", "smollm2-135m", "low")
     assert packet.timeout_s == 300.0
     assert packet.cleanup == "keep"
 
 
-def test_a_zero_run_timeout_means_no_timeout_as_in_seed_004() -> None:
-    packet = parse_packet({**seeds.SEED004_SPAWN_PARAMS, "runTimeoutSeconds": 0})
+def test_a_zero_run_timeout_means_no_timeout_as_in_openclaw() -> None:
+    packet = parse_packet({**examples.OPENCLAW_SPAWN_PARAMS, "runTimeoutSeconds": 0})
     assert packet.timeout_s is None
 
 
 def test_it_unwraps_a_sessions_spawn_call() -> None:
-    call = {"name": "sessions_spawn", "arguments": seeds.SEED004_SPAWN_PARAMS}
-    assert parse_packet(call) == parse_packet(seeds.SEED004_SPAWN_PARAMS)
+    call = {"name": "sessions_spawn", "arguments": examples.OPENCLAW_SPAWN_PARAMS}
+    assert parse_packet(call) == parse_packet(examples.OPENCLAW_SPAWN_PARAMS)
 
 
 def test_timeout_spellings_are_equivalent() -> None:
@@ -359,8 +359,8 @@ def test_it_keeps_unknown_keys_inside_a_typed_part() -> None:
 
 
 def test_model_validate_takes_only_the_canonical_form() -> None:
-    canonical = parse_packet(seeds.SEED003_CONTRACT).to_dict()
-    assert HandoffPacket.model_validate(canonical) == parse_packet(seeds.SEED003_CONTRACT)
+    canonical = parse_packet(examples.DELEGATION_CONTRACT).to_dict()
+    assert HandoffPacket.model_validate(canonical) == parse_packet(examples.DELEGATION_CONTRACT)
     with pytest.raises(ValueError, match="allowedInputs"):
         HandoffPacket.model_validate({"goal": "g", "allowedInputs": ["a"]})
 
@@ -429,9 +429,9 @@ def test_criteria_from_several_spellings_are_merged_without_duplicates() -> None
 
 # -- canonical form, hashes and round trips -------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(ALL_SEED_PACKETS))
-def test_every_seed_packet_round_trips_through_canonical_json(name: str) -> None:
-    packet = parse_packet(ALL_SEED_PACKETS[name])
+@pytest.mark.parametrize("name", sorted(ALL_EXAMPLE_PACKETS))
+def test_every_example_packet_round_trips_through_canonical_json(name: str) -> None:
+    packet = parse_packet(ALL_EXAMPLE_PACKETS[name])
     again = parse_packet(packet.canonical_json())
     assert again == packet
     assert again.canonical_json() == packet.canonical_json()
@@ -444,9 +444,9 @@ def test_canonical_json_has_sorted_keys_no_whitespace_and_no_defaults() -> None:
 
 
 def test_packet_hash_is_the_sha256_of_the_canonical_json() -> None:
-    packet = parse_packet(seeds.SEED003_CONTRACT)
+    packet = parse_packet(examples.DELEGATION_CONTRACT)
     assert packet.packet_hash() == hashlib.sha256(packet.canonical_json().encode()).hexdigest()
-    assert packet.packet_hash() != parse_packet({**seeds.SEED003_CONTRACT, "goal": "x"}).packet_hash()
+    assert packet.packet_hash() != parse_packet({**examples.DELEGATION_CONTRACT, "goal": "x"}).packet_hash()
 
 
 def test_to_dict_can_include_the_defaults() -> None:
@@ -455,13 +455,13 @@ def test_to_dict_can_include_the_defaults() -> None:
 
 
 def test_parse_packet_returns_a_packet_it_is_given() -> None:
-    packet = parse_packet(seeds.SEED003_CONTRACT)
+    packet = parse_packet(examples.DELEGATION_CONTRACT)
     assert parse_packet(packet) is packet
 
 
 @pytest.mark.parametrize(("depth", "allow_nested", "max_depth", "expected"), [
     (0, False, 3, True),     # the root is the main agent
-    (1, False, 3, False),    # a subagent may not spawn by default (seed 004)
+    (1, False, 3, False),    # a subagent may not spawn by default (as in OpenClaw)
     (1, True, 3, True),
     (3, True, 3, False),     # children would be beyond max_depth
 ])

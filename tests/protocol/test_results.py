@@ -1,4 +1,4 @@
-"""Results: every seed dialect reads into one ResponsePackage; bad input only ever raises
+"""Results: every dialect reads into one ResponsePackage; bad input only ever raises
 ProtocolError(ERR_INVALID_RESULT)."""
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ from delegations.protocol.results import (
     parse_result,
 )
 
-from .seed_examples import (
-    SEED000_PARTIAL_RESPONSE,
-    SEED000_SUCCESS_RESPONSE,
-    SEED001_EXECUTOR_OUTPUT,
-    SEED001_RESULT_BLOCK,
-    SEED001_RESULT_BLOCK_EVERY_BULLET,
-    SEED001_RESULT_BLOCK_FAILED,
-    SEED003_ENVELOPE,
-    SEED004_ANNOUNCE,
-    SEED004_ANNOUNCE_ERROR,
-    SEED004_ANNOUNCE_TIMEOUT,
-    seed001_executor_answer_with_output,
+from .protocol_examples import (
+    AGLOOP_EXECUTOR_OUTPUT,
+    AGLOOP_RESULT_BLOCK,
+    AGLOOP_RESULT_BLOCK_EVERY_BULLET,
+    AGLOOP_RESULT_BLOCK_FAILED,
+    HANDOFF_PARTIAL_RESPONSE,
+    HANDOFF_SUCCESS_RESPONSE,
+    OPENCLAW_ANNOUNCE,
+    OPENCLAW_ANNOUNCE_ERROR,
+    OPENCLAW_ANNOUNCE_TIMEOUT,
+    RESULT_ENVELOPE,
+    agloop_executor_answer_with_output,
 )
 
 
@@ -43,10 +43,10 @@ def invalid(source: object) -> ProtocolError:
     return caught.value
 
 
-# --- seed 000: yield_control -------------------------------------------------------------------
+# --- the hand-off protocol: yield_control ------------------------------------------------------
 
 def test_it_reads_the_tsla_research_response_as_is() -> None:
-    result = parse_result(SEED000_SUCCESS_RESPONSE)
+    result = parse_result(HANDOFF_SUCCESS_RESPONSE)
     assert result.status is ResultStatus.SUCCESS
     assert result.output_payload == {"price": 175.22, "currency": "USD",
                                      "timestamp": "2023-11-01T14:30:00Z"}
@@ -55,7 +55,7 @@ def test_it_reads_the_tsla_research_response_as_is() -> None:
 
 
 def test_it_keeps_the_refactors_partial_completion_and_its_error_report() -> None:
-    result = parse_result(SEED000_PARTIAL_RESPONSE)
+    result = parse_result(HANDOFF_PARTIAL_RESPONSE)
     assert result.status is ResultStatus.PARTIAL_COMPLETION
     assert result.output_payload["skipped_files"] == ["src/legacy.py"]
     assert result.error_report is not None
@@ -64,13 +64,13 @@ def test_it_keeps_the_refactors_partial_completion_and_its_error_report() -> Non
 
 
 def test_it_reads_yield_control_from_json_text_and_tool_call_wrappers() -> None:
-    arguments = json.dumps(SEED000_SUCCESS_RESPONSE)
+    arguments = json.dumps(HANDOFF_SUCCESS_RESPONSE)
     wrappers: list[Any] = [
         arguments,
         {"name": "yield_control", "arguments": arguments},
-        {"name": "yield_control", "arguments": SEED000_SUCCESS_RESPONSE},
+        {"name": "yield_control", "arguments": HANDOFF_SUCCESS_RESPONSE},
         {"type": "function", "function": {"name": "yield_control", "arguments": arguments}},
-        {"type": "tool_use", "name": "yield_control", "input": SEED000_SUCCESS_RESPONSE},
+        {"type": "tool_use", "name": "yield_control", "input": HANDOFF_SUCCESS_RESPONSE},
         {"tool_calls": [{"name": "yield_control", "arguments": arguments}]},
         arguments.encode(),
     ]
@@ -79,18 +79,18 @@ def test_it_reads_yield_control_from_json_text_and_tool_call_wrappers() -> None:
 
 
 def test_it_finds_a_json_result_inside_prose_or_a_fence() -> None:
-    body = json.dumps(SEED000_SUCCESS_RESPONSE)
+    body = json.dumps(HANDOFF_SUCCESS_RESPONSE)
     assert parse_result(f"Here is my answer: {body} Thanks!").output_payload["currency"] == "USD"
     assert parse_result(f"Answer:\n```json\n{body}\n```\n").status is ResultStatus.SUCCESS
 
 
-def test_it_reads_seed_001_executor_output_fields_in_yield_control() -> None:
-    result = parse_result({"status": "SUCCESS", "output_payload": {}, **SEED001_EXECUTOR_OUTPUT})
-    assert result.files_modified == SEED001_EXECUTOR_OUTPUT["files_modified"]
+def test_it_reads_agloop_executor_output_fields_in_yield_control() -> None:
+    result = parse_result({"status": "SUCCESS", "output_payload": {}, **AGLOOP_EXECUTOR_OUTPUT})
+    assert result.files_modified == AGLOOP_EXECUTOR_OUTPUT["files_modified"]
     assert result.acceptance_criteria_confirmation[1].criterion == "Missing q returns 400"
     assert result.acceptance_criteria_confirmation[1].met is True
     assert result.summary is not None and result.summary.startswith("Created search endpoint")
-    assert result.warnings == SEED001_EXECUTOR_OUTPUT["warnings"]
+    assert result.warnings == AGLOOP_EXECUTOR_OUTPUT["warnings"]
 
 
 def test_it_requires_an_output_payload_for_success() -> None:
@@ -113,7 +113,7 @@ def test_a_failure_always_carries_an_error_report() -> None:
     assert any("error_report" in warning for warning in result.warnings)
 
 
-def test_it_validates_failed_reason_against_the_seed_001_list() -> None:
+def test_it_validates_failed_reason_against_the_agloop_list() -> None:
     ok = parse_result({"status": "FAILURE", "output_payload": {},
                        "error_report": {"code": "ERR_TOOL_FAILURE", "message": "exit 1",
                                         "failed_reason": "TOOL_FAILURE"}})
@@ -139,10 +139,10 @@ def test_it_reports_every_problem_at_once() -> None:
     assert {issue.field for issue in error.issues} == {"summary", "evidence", "handoff"}
 
 
-# --- seed 001: RESULT block --------------------------------------------------------------------
+# --- the agloop delegation protocol: RESULT block ----------------------------------------------
 
-def test_it_reads_the_seed_001_result_block_after_prose() -> None:
-    result = parse_result(SEED001_RESULT_BLOCK)
+def test_it_reads_the_agloop_result_block_after_prose() -> None:
+    result = parse_result(AGLOOP_RESULT_BLOCK)
     assert result.status is ResultStatus.SUCCESS
     assert result.dialect is ResultDialect.RESULT_BLOCK
     assert result.files_modified == ["src/api/handlers/search.ts", "src/types/api.ts",
@@ -155,7 +155,7 @@ def test_it_reads_the_seed_001_result_block_after_prose() -> None:
 
 
 def test_a_failed_block_maps_to_failure_with_its_reason_and_blockers() -> None:
-    result = parse_result(SEED001_RESULT_BLOCK_FAILED)
+    result = parse_result(AGLOOP_RESULT_BLOCK_FAILED)
     assert result.status is ResultStatus.FAILURE
     assert result.error_report is not None
     assert result.error_report.failed_reason is FailedReason.VERIFICATION_FAILED
@@ -167,7 +167,7 @@ def test_a_failed_block_maps_to_failure_with_its_reason_and_blockers() -> None:
 
 
 def test_it_reads_a_result_block_with_every_bullet() -> None:
-    result = parse_result(SEED001_RESULT_BLOCK_EVERY_BULLET)
+    result = parse_result(AGLOOP_RESULT_BLOCK_EVERY_BULLET)
     assert result.status is ResultStatus.PARTIAL_COMPLETION
     assert result.failed_reason is FailedReason.DEPENDENCY_MISSING
     assert result.files_modified == ["src/api/handlers/search.ts", "src/types/api.ts"]
@@ -220,16 +220,16 @@ def test_a_bad_status_or_failed_reason_is_named() -> None:
 
 
 def test_it_merges_the_executor_output_fence_with_the_result_block() -> None:
-    result = parse_result(seed001_executor_answer_with_output())
+    result = parse_result(agloop_executor_answer_with_output())
     assert result.status is ResultStatus.SUCCESS
     assert len(result.acceptance_criteria_confirmation) == 2
-    assert result.summary == SEED001_EXECUTOR_OUTPUT["summary"]
-    assert result.warnings == SEED001_EXECUTOR_OUTPUT["warnings"]
-    assert result.files_modified == SEED001_EXECUTOR_OUTPUT["files_modified"]
+    assert result.summary == AGLOOP_EXECUTOR_OUTPUT["summary"]
+    assert result.warnings == AGLOOP_EXECUTOR_OUTPUT["warnings"]
+    assert result.files_modified == AGLOOP_EXECUTOR_OUTPUT["files_modified"]
     assert result.handoff is not None and result.handoff.recommended_role == "verifier"
 
 
-def test_seed_001_statuses_in_json_use_the_block_mapping() -> None:
+def test_agloop_statuses_in_json_use_the_block_mapping() -> None:
     result = parse_result({"status": "FAILED", "failed_reason": "CONTEXT_INSUFFICIENT",
                            "blockers": ["no plan.yaml"]})
     assert result.status is ResultStatus.FAILURE
@@ -238,10 +238,10 @@ def test_seed_001_statuses_in_json_use_the_block_mapping() -> None:
     assert result.dialect is ResultDialect.RESULT_BLOCK
 
 
-# --- seed 003: envelope -----------------------------------------------------------------------
+# --- delegation contracts: the result envelope --------------------------------------------------
 
 def test_it_reads_the_risk_matrix_envelope() -> None:
-    result = parse_result(SEED003_ENVELOPE)
+    result = parse_result(RESULT_ENVELOPE)
     assert result.status is ResultStatus.SUCCESS
     assert result.dialect is ResultDialect.ENVELOPE
     assert result.evidence[0].source == "tool:metrics-query"
@@ -257,20 +257,20 @@ def test_it_reads_the_risk_matrix_envelope() -> None:
     ("blocked", ResultStatus.BLOCKED_AWAITING_CLARIFICATION), ("failed", ResultStatus.FAILURE),
 ])
 def test_envelope_statuses_map_to_canonical_ones(status: str, expected: ResultStatus) -> None:
-    result = parse_result({**SEED003_ENVELOPE, "status": status})
+    result = parse_result({**RESULT_ENVELOPE, "status": status})
     assert result.status is expected
     if expected is ResultStatus.FAILURE:
         assert result.error_report is not None
 
 
 def test_envelope_evidence_needs_a_source_or_an_artifact_id() -> None:
-    error = invalid({**SEED003_ENVELOPE, "evidence": [{"note": "trust me"}]})
+    error = invalid({**RESULT_ENVELOPE, "evidence": [{"note": "trust me"}]})
     assert error.issues[0].field == "evidence[0]"
     assert "source" in error.issues[0].message
 
 
 def test_an_envelope_needs_a_summary() -> None:
-    envelope = {key: value for key, value in SEED003_ENVELOPE.items() if key != "summary"}
+    envelope = {key: value for key, value in RESULT_ENVELOPE.items() if key != "summary"}
     assert invalid(envelope).issues[0].field == "summary"
 
 
@@ -279,20 +279,20 @@ def test_a_completed_envelope_without_evidence_is_accepted_with_a_warning() -> N
     assert any("without evidence" in warning for warning in result.warnings)
 
 
-# --- seed 004: announce ----------------------------------------------------------------------
+# --- OpenClaw sub-agents: announce --------------------------------------------------------------
 
 def test_it_reads_a_successful_announce_with_its_metrics() -> None:
-    result = parse_result(SEED004_ANNOUNCE)
+    result = parse_result(OPENCLAW_ANNOUNCE)
     assert result.status is ResultStatus.SUCCESS
     assert result.dialect is ResultDialect.ANNOUNCE
-    assert result.summary == SEED004_ANNOUNCE["result"]
-    assert result.log_summary == SEED004_ANNOUNCE["notes"]
+    assert result.summary == OPENCLAW_ANNOUNCE["result"]
+    assert result.log_summary == OPENCLAW_ANNOUNCE["notes"]
     assert result.metrics["runtimeSeconds"] == 42.5
     assert result.metrics["usage"] == {"inputTokens": 1800, "outputTokens": 350}
 
 
 def test_an_announce_timeout_is_a_failure_with_err_timeout() -> None:
-    result = parse_result(SEED004_ANNOUNCE_TIMEOUT)
+    result = parse_result(OPENCLAW_ANNOUNCE_TIMEOUT)
     assert result.status is ResultStatus.FAILURE
     assert result.error_report is not None
     assert result.error_report.code == "ERR_TIMEOUT"
@@ -300,7 +300,7 @@ def test_an_announce_timeout_is_a_failure_with_err_timeout() -> None:
 
 
 def test_an_announce_error_is_a_failure() -> None:
-    result = parse_result(SEED004_ANNOUNCE_ERROR)
+    result = parse_result(OPENCLAW_ANNOUNCE_ERROR)
     assert result.status is ResultStatus.FAILURE
     assert result.error_report is not None
     assert result.error_report.message == "GitHub API returned 403 (rate limited)"
@@ -335,14 +335,14 @@ def test_a_status_that_is_no_status_lists_the_accepted_ones() -> None:
 # --- round trips and properties -------------------------------------------------------------------
 
 ALL_EXAMPLES: list[Any] = [
-    SEED000_SUCCESS_RESPONSE, SEED000_PARTIAL_RESPONSE, SEED001_RESULT_BLOCK,
-    SEED001_RESULT_BLOCK_FAILED, SEED001_RESULT_BLOCK_EVERY_BULLET, SEED003_ENVELOPE,
-    SEED004_ANNOUNCE, SEED004_ANNOUNCE_TIMEOUT, SEED004_ANNOUNCE_ERROR,
+    HANDOFF_SUCCESS_RESPONSE, HANDOFF_PARTIAL_RESPONSE, AGLOOP_RESULT_BLOCK,
+    AGLOOP_RESULT_BLOCK_FAILED, AGLOOP_RESULT_BLOCK_EVERY_BULLET, RESULT_ENVELOPE,
+    OPENCLAW_ANNOUNCE, OPENCLAW_ANNOUNCE_TIMEOUT, OPENCLAW_ANNOUNCE_ERROR,
 ]
 
 
 @pytest.mark.parametrize("source", ALL_EXAMPLES)
-def test_every_seed_result_round_trips_through_json_unchanged(source: Any) -> None:
+def test_every_example_result_round_trips_through_json_unchanged(source: Any) -> None:
     result = parse_result(source)
     text = result.model_dump_json()
     assert ResponsePackage.model_validate_json(text) == result
@@ -351,7 +351,7 @@ def test_every_seed_result_round_trips_through_json_unchanged(source: Any) -> No
 
 
 def test_a_response_package_passes_through_unchanged() -> None:
-    result = parse_result(SEED003_ENVELOPE)
+    result = parse_result(RESULT_ENVELOPE)
     assert parse_result(result) is result
 
 
@@ -419,9 +419,9 @@ def test_arbitrary_bytes_raise_nothing_but_protocol_errors(raw: bytes) -> None:
 # --- performance -------------------------------------------------------------------------------
 
 def test_parsing_a_result_block_takes_under_100_microseconds_median() -> None:
-    parse_result(SEED001_RESULT_BLOCK)  # warm caches
+    parse_result(AGLOOP_RESULT_BLOCK)  # warm caches
     # CPU time, not wall time: the suite shares two cores with other work.
-    timer = timeit.Timer(lambda: parse_result(SEED001_RESULT_BLOCK), timer=time.process_time)
+    timer = timeit.Timer(lambda: parse_result(AGLOOP_RESULT_BLOCK), timer=time.process_time)
     runs = timer.repeat(number=200, repeat=15)
     median_us = statistics.median(runs) / 200 * 1e6
     assert median_us < 100, f"median {median_us:.1f} µs"

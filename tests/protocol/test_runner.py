@@ -19,7 +19,7 @@ from delegations.protocol.results import ResultStatus
 from delegations.protocol.runner import Runner, RunnerSettings
 
 from .conftest import busy_turn, call_turn, delegate_args, root_packet, yield_turn
-from .seed_examples import (
+from .protocol_examples import (
     SEED000_DELEGATE_TASK_ARGS,
     SEED000_SUCCESS_RESPONSE,
     SEED001_RESULT_BLOCK,
@@ -529,7 +529,7 @@ async def test_a_seed_000_delegate_task_call_spawns_a_child_with_its_announce_as
 async def test_input_data_is_checked_against_the_skills_input_schema(runner: Runner, sink: MemorySink) -> None:
     from delegations.protocol.manifest import load_manifest
 
-    from .seed_examples import SEED000_MANIFEST
+    from .protocol_examples import SEED000_MANIFEST
 
     skill = load_manifest(SEED000_MANIFEST)
     packet = parse_packet(root_packet(input_data={"repo_path": 3}))
@@ -542,7 +542,7 @@ async def test_input_data_is_checked_against_the_skills_input_schema(runner: Run
 async def test_a_skill_gives_its_output_schema_and_capabilities_to_the_run(runner: Runner, sink: MemorySink) -> None:
     from delegations.protocol.manifest import load_manifest
 
-    from .seed_examples import SEED000_MANIFEST
+    from .protocol_examples import SEED000_MANIFEST
 
     skill = load_manifest(SEED000_MANIFEST)
     packet = parse_packet(root_packet(input_data={"repo_path": "/src", "strict_mode": True}))
@@ -559,7 +559,7 @@ async def test_a_packet_naming_a_skill_is_resolved_through_the_registry(
         sink: MemorySink, store: MemoryCheckpointStore, settings: RunnerSettings) -> None:
     from delegations.protocol.manifest import SkillManifest, load_manifest
 
-    from .seed_examples import SEED000_MANIFEST
+    from .protocol_examples import SEED000_MANIFEST
 
     asked: list[str] = []
 

@@ -17,11 +17,11 @@ from delegations.protocol.schemas import (
     validate_instance,
 )
 
-from .seed_examples import SEED000_MANIFEST, SEED000_SUCCESS_RESPONSE
+from .protocol_examples import HANDOFF_MANIFEST, HANDOFF_SUCCESS_RESPONSE
 
 
 def test_the_seed_000_input_shorthand_becomes_an_object_schema_with_every_key_required() -> None:
-    assert normalize_schema(SEED000_MANIFEST["input_schema"]) == {
+    assert normalize_schema(HANDOFF_MANIFEST["input_schema"]) == {
         "type": "object",
         "properties": {"repo_path": {"type": "string"}, "strict_mode": {"type": "boolean"}},
         "required": ["repo_path", "strict_mode"],
@@ -29,7 +29,7 @@ def test_the_seed_000_input_shorthand_becomes_an_object_schema_with_every_key_re
 
 
 def test_the_seed_000_output_shorthand_validates_a_matching_output() -> None:
-    schema = normalize_schema(SEED000_MANIFEST["output_schema"])
+    schema = normalize_schema(HANDOFF_MANIFEST["output_schema"])
     assert validate_instance(schema, {"vulnerabilities": [], "sloc": 1200}) == []
     issues = validate_instance(schema, {"vulnerabilities": "none"}, "output_payload")
     assert {issue.field for issue in issues} == {"output_payload", "output_payload.vulnerabilities"}
@@ -112,7 +112,7 @@ def test_a_valid_schema_has_no_issues_and_booleans_are_schemas() -> None:
 
 def test_validate_instance_reports_the_tsla_response_against_its_schema() -> None:
     schema = normalize_schema({"price": "number", "currency": "string"})
-    assert validate_instance(schema, SEED000_SUCCESS_RESPONSE["output_payload"]) == []
+    assert validate_instance(schema, HANDOFF_SUCCESS_RESPONSE["output_payload"]) == []
     issues = validate_instance(schema, {"price": "175.22"}, "output_payload")
     assert [(issue.field, issue.message) for issue in issues] == [
         ("output_payload", "'currency' is a required property"),

@@ -14,14 +14,14 @@ from delegations.protocol.tool_schemas import (
     DELEGATE_TASK_TOOL,
     MODEL_TOOLS,
     REQUEST_CAPABILITY_TOOL,
-    SEED_TOOLS,
+    PROTOCOL_TOOLS,
     TOOLS_BY_NAME,
     YIELD_CONTROL_TOOL,
     as_json_schema_tool,
     model_tool,
     yield_control_for,
 )
-from tests.protocol import seed_examples as seeds
+from tests.protocol import protocol_examples as seeds
 
 
 def validator(tool: dict[str, Any]) -> Draft202012Validator:
@@ -30,11 +30,11 @@ def validator(tool: dict[str, Any]) -> Draft202012Validator:
 
 
 def test_delegate_task_is_exactly_as_seed_000_prints_it() -> None:
-    assert json.loads(seeds.SEED000_DELEGATE_TASK_TEXT) == DELEGATE_TASK_TOOL
+    assert json.loads(seeds.HANDOFF_DELEGATE_TASK_TEXT) == DELEGATE_TASK_TOOL
 
 
 def test_yield_control_is_exactly_as_seed_000_prints_it_quirks_included() -> None:
-    assert json.loads(seeds.SEED000_YIELD_CONTROL_TEXT) == YIELD_CONTROL_TOOL
+    assert json.loads(seeds.HANDOFF_YIELD_CONTROL_TEXT) == YIELD_CONTROL_TOOL
     assert YIELD_CONTROL_TOOL["required"] == ["status", "output_payload"]
     assert "properties" not in YIELD_CONTROL_TOOL["parameters"]
 
@@ -50,7 +50,7 @@ def test_request_capability_takes_a_capability_and_a_reason() -> None:
 def test_the_tool_lists_hold_every_tool_once() -> None:
     assert [tool["name"] for tool in ALL_TOOLS] == ["delegate_task", "yield_control",
                                                     "request_capability"]
-    assert SEED_TOOLS == (DELEGATE_TASK_TOOL, YIELD_CONTROL_TOOL)
+    assert PROTOCOL_TOOLS == (DELEGATE_TASK_TOOL, YIELD_CONTROL_TOOL)
     assert TOOLS_BY_NAME["yield_control"] is YIELD_CONTROL_TOOL
     assert all(set(tool) >= {"name", "description", "parameters"} for tool in ALL_TOOLS)
 
@@ -83,7 +83,7 @@ def test_converting_leaves_the_seed_form_untouched() -> None:
     assert json.dumps(YIELD_CONTROL_TOOL, sort_keys=True) == before
 
 
-@pytest.mark.parametrize("response", [seeds.SEED000_SUCCESS_RESPONSE, seeds.SEED000_PARTIAL_RESPONSE,
+@pytest.mark.parametrize("response", [seeds.HANDOFF_SUCCESS_RESPONSE, seeds.HANDOFF_PARTIAL_RESPONSE,
                                       {"status": "FAILURE", "output_payload": {},
                                        "error_report": None}])
 def test_seed_000s_responses_are_valid_yield_control_arguments(response: dict[str, Any]) -> None:
@@ -103,7 +103,7 @@ def test_the_model_facing_yield_control_can_ask_for_clarification() -> None:
 
 def test_the_seeds_delegate_task_arguments_are_valid_for_both_forms() -> None:
     for tool in (as_json_schema_tool(DELEGATE_TASK_TOOL), MODEL_TOOLS["delegate_task"]):
-        assert validator(tool).is_valid(seeds.SEED000_DELEGATE_TASK_ARGS)
+        assert validator(tool).is_valid(seeds.HANDOFF_DELEGATE_TASK_ARGS)
         assert not validator(tool).is_valid({"subagent_type": "coder", "input_data": {}})
 
 
@@ -117,7 +117,7 @@ def test_the_model_facing_delegate_task_offers_every_subagent_type_and_contract_
 
 
 def test_model_delegate_task_arguments_parse_into_a_packet() -> None:
-    arguments = {**seeds.SEED000_DELEGATE_TASK_ARGS, "subagent_type": "verifier",
+    arguments = {**seeds.HANDOFF_DELEGATE_TASK_ARGS, "subagent_type": "verifier",
                  "label": "price-check", "expected_output": {"price": "number"},
                  "success_criteria": ["Return a float value"], "timeout_s": 30,
                  "budget": {"max_tokens": 2000}, "capabilities": ["network_outbound"]}

@@ -13,9 +13,9 @@ from skills.services import skill_import
 
 # seed 000 "Skill Packaging", verbatim (its skill_name spelling included), from the shared
 # seed examples; re-exported for the registry's tests.
-from tests.protocol.seed_examples import SEED000_MANIFEST
+from tests.protocol.protocol_examples import HANDOFF_MANIFEST
 
-__all__ = ["INSTRUCTIONS", "SEED000_MANIFEST", "add_skill", "bundle", "manifest", "zip_bytes"]
+__all__ = ["INSTRUCTIONS", "HANDOFF_MANIFEST", "add_skill", "bundle", "manifest", "zip_bytes"]
 
 INSTRUCTIONS = "# Price research\n\nFind the current price and its currency.\n"
 

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from delegations.protocol.manifest import SUBAGENT_TYPES, load_bundle
 from skills.models import Skill
 from skills.services import BUILTIN_DIR
-from tests.skills.factories import SEED000_MANIFEST, bundle, manifest
+from tests.skills.factories import HANDOFF_MANIFEST, bundle, manifest
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +30,7 @@ def run(*args: str) -> tuple[str, str, CommandError | None]:
 @pytest.fixture
 def skill_folder(tmp_path: Path) -> Path:
     """A folder holding a manifest file, a bundle folder, a zip and an invalid manifest."""
-    (tmp_path / "seed.json").write_text(json.dumps(SEED000_MANIFEST))
+    (tmp_path / "seed.json").write_text(json.dumps(HANDOFF_MANIFEST))
     folder = tmp_path / "nested" / "price-check"
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps(manifest()))
@@ -71,7 +71,7 @@ def test_import_skills_exits_zero_and_skips_what_is_already_there(skill_folder):
 def test_import_skills_rejects_a_changed_version(skill_folder, tmp_path):
     run("import_skills", str(skill_folder / "seed.json"))
     changed = tmp_path / "changed.json"
-    changed.write_text(json.dumps({**SEED000_MANIFEST, "description": "edited"}))
+    changed.write_text(json.dumps({**HANDOFF_MANIFEST, "description": "edited"}))
     _, stderr, error = run("import_skills", str(changed))
     assert error is not None and error.returncode == 1
     assert "SourceCodeAalyzer@1.2.0 is already in the registry with different content" in stderr

@@ -14,7 +14,7 @@ from skills.models import Skill, SkillCapability, SkillFile, SkillTag
 from skills.services import RegistryError, RegistryErrorCode, skill_import
 from tests.skills.factories import (
     INSTRUCTIONS,
-    SEED000_MANIFEST,
+    HANDOFF_MANIFEST,
     add_skill,
     bundle,
     manifest,
@@ -38,7 +38,7 @@ def nothing_stored() -> bool:
 # -- the service ----------------------------------------------------------------------------
 
 def test_it_imports_seed_000s_manifest_verbatim(composer):
-    result = skill_import(source=json.dumps(SEED000_MANIFEST), origin="upload", created_by=composer)
+    result = skill_import(source=json.dumps(HANDOFF_MANIFEST), origin="upload", created_by=composer)
     skill = result.skill
     assert result.created and skill.ref == "SourceCodeAalyzer@1.2.0"
     assert skill.input_schema["required"] == ["repo_path", "strict_mode"]
@@ -46,7 +46,7 @@ def test_it_imports_seed_000s_manifest_verbatim(composer):
     assert skill.created_by == composer and skill.source == "upload" and skill.is_latest
     # analyze.py is a script: accepted, with a warning that Handoff does not run it
     assert any("analyze.py" in warning for warning in result.warnings)
-    assert skill.raw_manifest == json.dumps(SEED000_MANIFEST)
+    assert skill.raw_manifest == json.dumps(HANDOFF_MANIFEST)
 
 
 def test_a_bundle_brings_its_instructions_and_other_files():
@@ -151,7 +151,7 @@ def test_an_invalid_json_schema_is_refused_with_its_path():
 def test_an_approval_required_capability_needs_requires_approval():
     problems = issues_of(manifest(capabilities=["fs_read", "financial_tx"]))
     assert problems == [("capabilities[1]", "capability 'financial_tx' needs explicit approval: "
-                         'set "requires_approval": true in the manifest (seed 000 Approval Rules)')]
+                         'set "requires_approval": true in the manifest (the hand-off protocol\'s approval rules)')]
     assert nothing_stored()
 
 
@@ -237,7 +237,7 @@ def test_pasting_a_manifest_imports_it_and_shows_the_skill(composer_client, comp
 
 
 def test_uploading_a_manifest_file_imports_it(composer_client):
-    upload = SimpleUploadedFile("manifest.json", json.dumps(SEED000_MANIFEST).encode(),
+    upload = SimpleUploadedFile("manifest.json", json.dumps(HANDOFF_MANIFEST).encode(),
                                 content_type="application/json")
     response = composer_client.post("/skills/import/", {"manifest_file": upload}, follow=True)
     page = response.content.decode()

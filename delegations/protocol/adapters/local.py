@@ -1,6 +1,6 @@
 """A real small model in-process: SmolLM2-135M-Instruct (GGUF) run by llama-cpp-python.
 
-The embedded default adapter (DESIGN §2.11). Answers are constrained by a JSON schema so
+The embedded default adapter. Answers are constrained by a JSON schema so
 that, when tools are offered, every answer is a valid call of one of them::
 
     {"anyOf": [{"type": "object",

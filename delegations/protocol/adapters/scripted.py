@@ -1,6 +1,6 @@
 """The scripted adapter: deterministic replay of model turns, for tests, demos and benchmarks.
 
-Config (DESIGN §2.11)::
+Config::
 
     {"script": [TURN, ...],
      "children": {"<label>": {"script": [...], "children": {...}}},

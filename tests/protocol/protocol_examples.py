@@ -1,26 +1,31 @@
-"""The seeds' own examples, as Python values, shared by the protocol tests.
+"""The protocols' own examples, as Python values, shared by the protocol tests.
 
-Each constant says which seed (and which example in it) it reproduces. Where a seed
-shows a template with a placeholder (seed 001's ``"{verbatim user request}"``), the
+The prefix says which protocol a constant reproduces: ``HANDOFF_`` the hand-off protocol
+(``delegate_task`` / ``yield_control``, skill manifests, anti-patterns), ``AGLOOP_`` the
+agloop delegation protocol, ``HANDOFF_PACKAGE`` the HandoffPackage format,
+``CONTRACT_`` / ``DELEGATION_CONTRACT`` / ``RESULT_ENVELOPE`` delegation contracts, and
+``OPENCLAW_`` OpenClaw sub-agents; its comment says which example. Where a protocol
+shows a template with a placeholder (the agloop ``"{verbatim user request}"``), the
 placeholder is filled with :data:`FEATURE_NAME` and the rest is kept as written; the raw
-templates are kept too where a test needs the placeholder itself. Values the seeds only
-describe in prose (seed 002's HandoffPackage, seed 003's contract, seed 004's spawn
-parameters and announce) are built from exactly the fields and words the seed uses.
+templates are kept too where a test needs the placeholder itself. Values a protocol only
+describes in prose (the HandoffPackage, a delegation contract, OpenClaw's spawn
+parameters and announce) are built from exactly the fields and words it uses.
 
-Owner: H1. Others may append their own sections at the end.
+Others may append their own sections at the end.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 # =========================================================================================
-# seed 000 — Subagent Hand-off Protocol
+# the hand-off protocol — delegate_task / yield_control, skill manifests, anti-patterns
 # =========================================================================================
 
-# The two tool definitions as the seed prints them (text, so a test can compare exactly).
-SEED000_DELEGATE_TASK_TEXT = """
+# The two tool definitions as the protocol prints them (text, so a test can compare exactly).
+HANDOFF_DELEGATE_TASK_TEXT = """
 {
   "name": "delegate_task",
   "description": "Spawns a specialized subagent to execute a scoped objective.",
@@ -38,7 +43,7 @@ SEED000_DELEGATE_TASK_TEXT = """
 }
 """
 
-SEED000_YIELD_CONTROL_TEXT = """
+HANDOFF_YIELD_CONTROL_TEXT = """
 {
   "name": "yield_control",
   "description": "Terminates subagent session and returns data to parent agent.",
@@ -52,7 +57,7 @@ SEED000_YIELD_CONTROL_TEXT = """
 }
 """
 
-SEED000_MANIFEST: dict[str, Any] = {
+HANDOFF_MANIFEST: dict[str, Any] = {
     "skill_name": "SourceCodeAalyzer",
     "version": "1.2.0",
     "entry_point": "analyze.py",
@@ -61,7 +66,7 @@ SEED000_MANIFEST: dict[str, Any] = {
     "capabilities": ["fs_read", "ast_parsing", "subprocess_exec"],
 }
 
-SEED000_TARGETED_REPLACE_BLOCK = """FILE: /workspace/src/auth.py
+HANDOFF_TARGETED_REPLACE_BLOCK = """FILE: /workspace/src/auth.py
 REPLACE_START
 def login(user):
     pass
@@ -72,7 +77,7 @@ REPLACE_END
 """
 
 # Example 1: Successful Delegation (Research) — Parent Request, verbatim.
-SEED000_PARENT_REQUEST: dict[str, Any] = {
+HANDOFF_PARENT_REQUEST: dict[str, Any] = {
     "task_id": "99ea-42",
     "subagent_type": "researcher",
     "payload": {
@@ -83,7 +88,7 @@ SEED000_PARENT_REQUEST: dict[str, Any] = {
 }
 
 # The same request as delegate_task arguments (the tool's own field names).
-SEED000_DELEGATE_TASK_ARGS: dict[str, Any] = {
+HANDOFF_DELEGATE_TASK_ARGS: dict[str, Any] = {
     "subagent_type": "researcher",
     "instruction_set": "You are a market data researcher. Look up the current price and "
                        "return it with its currency.",
@@ -96,7 +101,7 @@ SEED000_DELEGATE_TASK_ARGS: dict[str, Any] = {
 }
 
 # Example 1: Subagent Response, verbatim.
-SEED000_SUCCESS_RESPONSE: dict[str, Any] = {
+HANDOFF_SUCCESS_RESPONSE: dict[str, Any] = {
     "status": "SUCCESS",
     "output_payload": {
         "price": 175.22,
@@ -106,7 +111,7 @@ SEED000_SUCCESS_RESPONSE: dict[str, Any] = {
 }
 
 # Example 2: Partial Completion (Code Refactor) — Subagent Response, verbatim.
-SEED000_PARTIAL_RESPONSE: dict[str, Any] = {
+HANDOFF_PARTIAL_RESPONSE: dict[str, Any] = {
     "status": "PARTIAL_COMPLETION",
     "output_payload": {
         "modified_files": ["src/auth.py", "src/utils.py"],
@@ -118,12 +123,12 @@ SEED000_PARTIAL_RESPONSE: dict[str, Any] = {
     },
 }
 
-# Anti-pattern "Vague Success Criteria", verbatim, and the seed's machine-verifiable ones.
-SEED000_VAGUE_CRITERIA: list[str] = ["Do a good job"]
-SEED000_VERIFIABLE_CRITERIA: list[str] = ["JSON is schema-valid", "Tests pass", "Word count > 500"]
+# Anti-pattern "Vague Success Criteria", verbatim, and the protocol's machine-verifiable ones.
+HANDOFF_VAGUE_CRITERIA: list[str] = ["Do a good job"]
+HANDOFF_VERIFIABLE_CRITERIA: list[str] = ["JSON is schema-valid", "Tests pass", "Word count > 500"]
 
 # =========================================================================================
-# seed 001 — delegation-protocol (agloop)
+# the agloop delegation protocol
 # =========================================================================================
 
 FEATURE_NAME = "add a search endpoint with pagination so users can find records by keyword"
@@ -138,7 +143,7 @@ _PATHS = {
     "log_path": ".agloop/log.json",
 }
 
-SEED001_RESEARCHER_BASE: dict[str, Any] = {
+AGLOOP_RESEARCHER_BASE: dict[str, Any] = {
     "task_id": None,
     "feature_name": FEATURE_NAME,
     "feature_description": "",
@@ -147,8 +152,8 @@ SEED001_RESEARCHER_BASE: dict[str, Any] = {
     **_PATHS,
 }
 
-SEED001_RESEARCHER: dict[str, Any] = {
-    "base_params": SEED001_RESEARCHER_BASE,
+AGLOOP_RESEARCHER: dict[str, Any] = {
+    "base_params": AGLOOP_RESEARCHER_BASE,
     "researcher_params": {
         "complexity_level": "medium",
         "research_mode": "codebase_plus_latest_guidance",
@@ -161,7 +166,7 @@ SEED001_RESEARCHER: dict[str, Any] = {
     },
 }
 
-SEED001_RESEARCH_OUTPUT: dict[str, Any] = {
+AGLOOP_RESEARCH_OUTPUT: dict[str, Any] = {
     "context_map": {
         "primary_files": [{"path": "src/api/handlers/users.ts", "role": "handler pattern",
                            "key_exports": ["getUsers"]}],
@@ -181,7 +186,7 @@ SEED001_RESEARCH_OUTPUT: dict[str, Any] = {
     "confidence": "high",
 }
 
-SEED001_PLANNER: dict[str, Any] = {
+AGLOOP_PLANNER: dict[str, Any] = {
     "base_params": {
         "task_id": None,
         "feature_name": FEATURE_NAME,
@@ -191,8 +196,8 @@ SEED001_PLANNER: dict[str, Any] = {
         **_PATHS,
     },
     "planner_params": {
-        "research_findings": SEED001_RESEARCH_OUTPUT,
-        "context_map": SEED001_RESEARCH_OUTPUT["context_map"],
+        "research_findings": AGLOOP_RESEARCH_OUTPUT,
+        "context_map": AGLOOP_RESEARCH_OUTPUT["context_map"],
         "latest_guidance": {"zod": "use z.coerce.number() for query parameters"},
         "constraints": ["must use existing auth system"],
         "revision_feedback": None,
@@ -200,14 +205,14 @@ SEED001_PLANNER: dict[str, Any] = {
 }
 
 # The commented "non-null on revision" form of revision_feedback.
-SEED001_REVISION_FEEDBACK: dict[str, Any] = {
+AGLOOP_REVISION_FEEDBACK: dict[str, Any] = {
     "iteration": 1,
     "objection": "string — critic's strongest objection",
     "suggested_fix": "string — how to address it",
     "previous_plan_path": ".agloop/plan.yaml",
 }
 
-SEED001_CRITIC: dict[str, Any] = {
+AGLOOP_CRITIC: dict[str, Any] = {
     "base_params": {
         "task_id": None,
         "feature_name": FEATURE_NAME,
@@ -229,11 +234,11 @@ SEED001_CRITIC: dict[str, Any] = {
             "severity": "",
         }],
         "feature_name": FEATURE_NAME,
-        "research_findings": SEED001_RESEARCH_OUTPUT,
+        "research_findings": AGLOOP_RESEARCH_OUTPUT,
     },
 }
 
-SEED001_ACCEPTANCE_CRITERIA: list[str] = [
+AGLOOP_ACCEPTANCE_CRITERIA: list[str] = [
     "GET /api/search?q=test&page=1&page_size=10 returns 200 with { results: [], total: number, page: number }",
     "Missing query parameter returns 400 with { error: 'Query parameter q is required' }",
     "page_size > 100 returns 400 with { error: 'page_size must be between 1 and 100' }",
@@ -241,7 +246,7 @@ SEED001_ACCEPTANCE_CRITERIA: list[str] = [
 ]
 
 # The executor template's own six-line checklist (covers items 1-7 of the full list).
-SEED001_EXECUTOR_TEMPLATE_CHECKLIST: list[str] = [
+AGLOOP_EXECUTOR_TEMPLATE_CHECKLIST: list[str] = [
     "DO NOT skip any acceptance criterion. Confirm each one individually.",
     "DO NOT leave TODO comments, placeholder implementations, or stub functions.",
     "DO NOT return until every requirement is fully implemented.",
@@ -251,7 +256,7 @@ SEED001_EXECUTOR_TEMPLATE_CHECKLIST: list[str] = [
 ]
 
 # "The Complete Checklist": the ten items, verbatim.
-SEED001_FULL_CHECKLIST: list[str] = [
+AGLOOP_FULL_CHECKLIST: list[str] = [
     "DO NOT leave any TODO comments in the code",
     "DO NOT use placeholder implementations or stub functions",
     "DO NOT skip any acceptance criterion — confirm each one individually",
@@ -264,12 +269,12 @@ SEED001_FULL_CHECKLIST: list[str] = [
     "Confirm each acceptance criterion with evidence before returning RESULT",
 ]
 
-# The same checklist as the markdown block the seed prints.
-SEED001_CHECKLIST_MARKDOWN = """## Anti-Laziness Enforcement
+# The same checklist as the markdown block the protocol prints.
+AGLOOP_CHECKLIST_MARKDOWN = """## Anti-Laziness Enforcement
 
 You MUST satisfy ALL of the following. Partial work is NOT acceptable.
 
-""" + "\n".join(f"- [ ] {item}" for item in SEED001_FULL_CHECKLIST) + """
+""" + "\n".join(f"- [ ] {item}" for item in AGLOOP_FULL_CHECKLIST) + """
 
 ### Task-Specific Enforcement
 
@@ -278,13 +283,13 @@ You MUST satisfy ALL of the following. Partial work is NOT acceptable.
 - [ ] Error responses MUST use the { error: string } format, not plain text
 """
 
-SEED001_TASK_SPECIFIC_ITEMS: list[str] = [
+AGLOOP_TASK_SPECIFIC_ITEMS: list[str] = [
     "You MUST add input validation using zod (not manual if/else checks)",
     "You MUST include the auth middleware on the new route",
     "Error responses MUST use the { error: string } format, not plain text",
 ]
 
-SEED001_EXECUTOR_SPEC: dict[str, Any] = {
+AGLOOP_EXECUTOR_SPEC: dict[str, Any] = {
     "required_patterns": [
         "Use zod for input validation",
         "Follow handler pattern from users.ts",
@@ -301,7 +306,7 @@ SEED001_EXECUTOR_SPEC: dict[str, Any] = {
     ],
 }
 
-SEED001_TASK_DEFINITION: dict[str, Any] = {
+AGLOOP_TASK_DEFINITION: dict[str, Any] = {
     "id": "task-003",
     "title": "Add search API endpoint with pagination",
     "description": "Create GET /api/search endpoint that accepts query, page, and page_size "
@@ -320,7 +325,7 @@ SEED001_TASK_DEFINITION: dict[str, Any] = {
 }
 
 # The executor delegation (search endpoint), exactly as the template, base_params nested.
-SEED001_EXECUTOR: dict[str, Any] = {
+AGLOOP_EXECUTOR: dict[str, Any] = {
     "base_params": {
         "task_id": "task-003",
         "feature_name": FEATURE_NAME,
@@ -330,28 +335,28 @@ SEED001_EXECUTOR: dict[str, Any] = {
         **_PATHS,
     },
     "executor_params": {
-        "task_definition": SEED001_TASK_DEFINITION,
-        "acceptance_criteria": SEED001_ACCEPTANCE_CRITERIA,
+        "task_definition": AGLOOP_TASK_DEFINITION,
+        "acceptance_criteria": AGLOOP_ACCEPTANCE_CRITERIA,
         "context_map": {
-            "primary_files": SEED001_RESEARCH_OUTPUT["context_map"]["primary_files"],
-            "patterns_to_follow": SEED001_RESEARCH_OUTPUT["context_map"]["patterns_to_follow"],
+            "primary_files": AGLOOP_RESEARCH_OUTPUT["context_map"]["primary_files"],
+            "patterns_to_follow": AGLOOP_RESEARCH_OUTPUT["context_map"]["patterns_to_follow"],
         },
     },
-    "anti_laziness_checklist": SEED001_EXECUTOR_TEMPLATE_CHECKLIST,
-    "specification_adherence": SEED001_EXECUTOR_SPEC,
+    "anti_laziness_checklist": AGLOOP_EXECUTOR_TEMPLATE_CHECKLIST,
+    "specification_adherence": AGLOOP_EXECUTOR_SPEC,
     "previous_failure": None,
 }
 
 
-def seed001_executor_flat() -> dict[str, Any]:
+def agloop_executor_flat() -> dict[str, Any]:
     """The executor delegation with base params flat at the top level (the other spelling)."""
-    packet = copy.deepcopy(SEED001_EXECUTOR)
+    packet = copy.deepcopy(AGLOOP_EXECUTOR)
     packet.update(packet.pop("base_params"))
     return packet
 
 
 # The commented "non-null on fresh-context retry" previous_failure.
-SEED001_PREVIOUS_FAILURE: dict[str, Any] = {
+AGLOOP_PREVIOUS_FAILURE: dict[str, Any] = {
     "attempt_number": 2,
     "failure_report": "Verifier found page_size validation missing",
     "specific_failures": ["page_size > 100 returns 500 instead of 400"],
@@ -359,15 +364,15 @@ SEED001_PREVIOUS_FAILURE: dict[str, Any] = {
 }
 
 
-def seed001_executor_retry() -> dict[str, Any]:
+def agloop_executor_retry() -> dict[str, Any]:
     """The executor delegation on its second attempt, with the full checklist."""
-    packet = copy.deepcopy(SEED001_EXECUTOR)
-    packet["previous_failure"] = copy.deepcopy(SEED001_PREVIOUS_FAILURE)
-    packet["anti_laziness_checklist"] = list(SEED001_FULL_CHECKLIST)
+    packet = copy.deepcopy(AGLOOP_EXECUTOR)
+    packet["previous_failure"] = copy.deepcopy(AGLOOP_PREVIOUS_FAILURE)
+    packet["anti_laziness_checklist"] = list(AGLOOP_FULL_CHECKLIST)
     return packet
 
 
-SEED001_EXECUTOR_OUTPUT: dict[str, Any] = {
+AGLOOP_EXECUTOR_OUTPUT: dict[str, Any] = {
     "files_modified": ["src/api/handlers/search.ts", "src/types/api.ts", "src/config/routes.ts"],
     "files_deleted": [],
     "acceptance_criteria_confirmation": [
@@ -381,7 +386,7 @@ SEED001_EXECUTOR_OUTPUT: dict[str, Any] = {
     "warnings": ["Search query currently does exact match — may need full-text search for production"],
 }
 
-SEED001_VERIFIER: dict[str, Any] = {
+AGLOOP_VERIFIER: dict[str, Any] = {
     "base_params": {
         "task_id": "task-003",
         "feature_name": FEATURE_NAME,
@@ -397,7 +402,7 @@ SEED001_VERIFIER: dict[str, Any] = {
             "title": "Add search API endpoint with pagination",
             "description": "...",
         },
-        "acceptance_criteria": SEED001_ACCEPTANCE_CRITERIA,
+        "acceptance_criteria": AGLOOP_ACCEPTANCE_CRITERIA,
         "executor_result": {
             "files_modified": ["src/api/handlers/search.ts", "src/types/api.ts",
                                "src/config/routes.ts"],
@@ -426,7 +431,7 @@ SEED001_VERIFIER: dict[str, Any] = {
 }
 
 # "RESULT Block Parsing": a filled-in block at the end of an executor's prose answer.
-SEED001_RESULT_BLOCK = """I created the search endpoint following the users.ts handler pattern.
+AGLOOP_RESULT_BLOCK = """I created the search endpoint following the users.ts handler pattern.
 
 ## RESULT
 
@@ -440,7 +445,7 @@ SEED001_RESULT_BLOCK = """I created the search endpoint following the users.ts h
 - **Blockers**: none
 """
 
-SEED001_RESULT_BLOCK_FAILED = """## RESULT
+AGLOOP_RESULT_BLOCK_FAILED = """## RESULT
 
 - **Status**: FAILED
 - **Failed Reason**: VERIFICATION_FAILED
@@ -452,16 +457,16 @@ SEED001_RESULT_BLOCK_FAILED = """## RESULT
 """
 
 # The review depth decision tree's security keywords, verbatim.
-SEED001_SECURITY_KEYWORDS: tuple[str, ...] = (
+AGLOOP_SECURITY_KEYWORDS: tuple[str, ...] = (
     "auth", "login", "password", "token", "JWT", "crypto", "encryption",
     "SQL", "query", "injection", "validation", "sanitize", "CORS", "CSRF",
 )
 
 # =========================================================================================
-# seed 002 — agent-handoff-protocols: HandoffPackage
+# the HandoffPackage format
 # =========================================================================================
 
-SEED002_HANDOFF_PACKAGE: dict[str, Any] = {
+HANDOFF_PACKAGE: dict[str, Any] = {
     "task": {
         "id": "task-42",
         "type": "research",
@@ -498,14 +503,14 @@ SEED002_HANDOFF_PACKAGE: dict[str, Any] = {
 }
 
 # =========================================================================================
-# seed 003 — Agent Delegation Protocol Design: contract and result envelope
+# delegation contracts: a contract and the result envelope
 # =========================================================================================
 
-SEED003_GOAL = ("compare three candidate solutions, output a risk matrix with sources, and "
+CONTRACT_GOAL = ("compare three candidate solutions, output a risk matrix with sources, and "
                 "perform no external write operations")
 
-SEED003_CONTRACT: dict[str, Any] = {
-    "goal": SEED003_GOAL,
+DELEGATION_CONTRACT: dict[str, Any] = {
+    "goal": CONTRACT_GOAL,
     "allowedInputs": ["project_docs", "candidate_solutions"],
     "inputData": {
         "project_docs": "docs/architecture/",
@@ -543,11 +548,11 @@ SEED003_CONTRACT: dict[str, Any] = {
 }
 
 # The same contract with its budgets flat at the top level (the other spelling).
-SEED003_CONTRACT_FLAT: dict[str, Any] = {
-    "goal": SEED003_GOAL,
+DELEGATION_CONTRACT_FLAT: dict[str, Any] = {
+    "goal": CONTRACT_GOAL,
     "allowed_inputs": ["project_docs", "candidate_solutions"],
-    "input_data": SEED003_CONTRACT["inputData"],
-    "expected_output": SEED003_CONTRACT["expectedOutput"],
+    "input_data": DELEGATION_CONTRACT["inputData"],
+    "expected_output": DELEGATION_CONTRACT["expectedOutput"],
     "maxModelCalls": 20,
     "maxTokens": 50000,
     "maxRuntimeSeconds": 600,
@@ -558,7 +563,7 @@ SEED003_CONTRACT_FLAT: dict[str, Any] = {
 }
 
 # The result envelope, verbatim.
-SEED003_ENVELOPE: dict[str, Any] = {
+RESULT_ENVELOPE: dict[str, Any] = {
     "status": "completed",
     "summary": "Among the three solutions, A has the lowest latency, but lacks evidence of "
                "tenant isolation.",
@@ -569,10 +574,10 @@ SEED003_ENVELOPE: dict[str, Any] = {
 }
 
 # =========================================================================================
-# seed 004 — Sub-Agents: sessions_spawn and announce
+# OpenClaw sub-agents: sessions_spawn and announce
 # =========================================================================================
 
-SEED004_SPAWN_PARAMS: dict[str, Any] = {
+OPENCLAW_SPAWN_PARAMS: dict[str, Any] = {
     "task": "Summarize the open issues labelled 'bug' and group them by component",
     "label": "bug-triage",
     "agentId": "main",
@@ -582,7 +587,7 @@ SEED004_SPAWN_PARAMS: dict[str, Any] = {
     "cleanup": "keep",
 }
 
-SEED004_ANNOUNCE: dict[str, Any] = {
+OPENCLAW_ANNOUNCE: dict[str, Any] = {
     "status": "success",
     "result": "Grouped 12 open bugs into 4 components; auth has the most (5).",
     "notes": "Two issues had no component label and were grouped under 'unknown'.",
@@ -590,7 +595,7 @@ SEED004_ANNOUNCE: dict[str, Any] = {
     "usage": {"inputTokens": 1800, "outputTokens": 350},
 }
 
-SEED004_ANNOUNCE_TIMEOUT: dict[str, Any] = {
+OPENCLAW_ANNOUNCE_TIMEOUT: dict[str, Any] = {
     "status": "timeout",
     "result": "",
     "error": "run exceeded runTimeoutSeconds (300)",
@@ -598,11 +603,11 @@ SEED004_ANNOUNCE_TIMEOUT: dict[str, Any] = {
 }
 
 # =========================================================================================
-# H2 — results: a RESULT block with every bullet, an executor answer with its JSON output,
-# and the seed 004 announce's error status
+# results: a RESULT block with every bullet, an executor answer with its JSON output,
+# and an OpenClaw announce's error status
 # =========================================================================================
 
-SEED001_RESULT_BLOCK_EVERY_BULLET = """The refactor is half done: the handler is in place, the route is not.
+AGLOOP_RESULT_BLOCK_EVERY_BULLET = """The refactor is half done: the handler is in place, the route is not.
 
 ## RESULT
 
@@ -618,12 +623,10 @@ SEED001_RESULT_BLOCK_EVERY_BULLET = """The refactor is half done: the handler is
 """
 
 
-def seed001_executor_answer_with_output() -> str:
+def agloop_executor_answer_with_output() -> str:
     """An executor's answer: its executor_output contract in a JSON fence, then the RESULT block."""
-    import json
-
     return ("Done. Output contract:\n\n```json\n"
-            + json.dumps({"executor_output": SEED001_EXECUTOR_OUTPUT}, indent=2)
+            + json.dumps({"executor_output": AGLOOP_EXECUTOR_OUTPUT}, indent=2)
             + "\n```\n\n## RESULT\n\n- **Status**: COMPLETE\n"
             "- **Files Modified**: src/api/handlers/search.ts, src/types/api.ts, src/config/routes.ts\n"
             "- **Key Decisions**: Followed the users.ts handler pattern\n"
@@ -631,9 +634,25 @@ def seed001_executor_answer_with_output() -> str:
             "- **Blockers**: none\n")
 
 
-SEED004_ANNOUNCE_ERROR: dict[str, Any] = {
+OPENCLAW_ANNOUNCE_ERROR: dict[str, Any] = {
     "status": "error",
     "result": "",
     "error": "GitHub API returned 403 (rate limited)",
     "runtimeSeconds": 3.2,
 }
+
+
+# =========================================================================================
+# the names these examples had before, still imported by other tests (test_runner,
+# test_manifest, test_schemas, test_tool_schemas, tests/skills/factories); drop each once
+# nothing uses it
+# =========================================================================================
+
+SEED000_DELEGATE_TASK_TEXT = HANDOFF_DELEGATE_TASK_TEXT
+SEED000_YIELD_CONTROL_TEXT = HANDOFF_YIELD_CONTROL_TEXT
+SEED000_MANIFEST = HANDOFF_MANIFEST
+SEED000_DELEGATE_TASK_ARGS = HANDOFF_DELEGATE_TASK_ARGS
+SEED000_SUCCESS_RESPONSE = HANDOFF_SUCCESS_RESPONSE
+SEED000_PARTIAL_RESPONSE = HANDOFF_PARTIAL_RESPONSE
+SEED001_RESULT_BLOCK = AGLOOP_RESULT_BLOCK
+SEED003_CONTRACT = DELEGATION_CONTRACT

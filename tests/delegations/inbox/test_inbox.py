@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from delegations.models import Approval, Run
-from tests.delegations.test_run_pages import make_run
+from tests.delegations.runs.test_run_pages import make_run
 
 pytestmark = pytest.mark.django_db
 
