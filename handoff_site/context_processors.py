@@ -5,7 +5,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import reverse
 
-from delegations.models import Approval
+from delegations.accounts.roles import visible_approvals
 
 # (label, url name, section key)
 NAVIGATION = [
@@ -17,7 +17,7 @@ NAVIGATION = [
 
 
 def _pending_approvals(request: HttpRequest) -> int:
-    return int(Approval.objects.pending().visible_to(request.user).count())
+    return int(visible_approvals(request.user).pending().count())
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:

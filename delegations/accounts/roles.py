@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from delegations.models import Approval
+from delegations.models.approvals import ApprovalQuerySet
+
 COMPOSERS = "composers"
 APPROVERS = "approvers"
 
@@ -28,3 +31,13 @@ def can_compose(user: Any) -> bool:
 def can_approve(user: Any) -> bool:
     """Approvers decide inbox items (approvals, clarifications, budget escalations)."""
     return _in_group(user, APPROVERS)
+
+
+def visible_approvals(user: Any) -> ApprovalQuerySet:
+    """The inbox items this user may see: approvers and staff see every item; others see
+    the items of their own runs."""
+    if not getattr(user, "is_authenticated", False):
+        return Approval.objects.none()
+    if user.is_staff or can_approve(user):
+        return Approval.objects.all()
+    return Approval.objects.of_runs_owned_by(user)

@@ -15,7 +15,7 @@ from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 from pydantic import Field
 
-from delegations.accounts.roles import can_approve
+from delegations.accounts.roles import can_approve, visible_approvals
 from delegations.inbox.decisions import approval_decide
 from delegations.models import Approval
 from delegations.protocol.approvals import ApprovalKind
@@ -79,7 +79,7 @@ def approval_out(approval: Approval) -> dict[str, Any]:
 
 @router.get("", response=ApprovalPageOut, summary="Inbox items")
 def list_approvals(request: HttpRequest, filters: Query[ApprovalFilters]) -> dict[str, Any]:
-    items = Approval.objects.visible_to(request.user).select_related("run", "decided_by")
+    items = visible_approvals(request.user).select_related("run", "decided_by")
     if filters.status:
         if filters.status not in Approval.Status.values:
             raise HttpError(422, f"Unknown status '{filters.status}'; use one of "
@@ -97,7 +97,7 @@ def list_approvals(request: HttpRequest, filters: Query[ApprovalFilters]) -> dic
 
 
 def _visible_approval(request: HttpRequest, approval_id: int) -> Approval:
-    return get_object_or_404(Approval.objects.visible_to(request.user).select_related("run", "decided_by"),
+    return get_object_or_404(visible_approvals(request.user).select_related("run", "decided_by"),
                              pk=approval_id)
 
 

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from delegations.accounts.roles import can_approve
+from delegations.accounts.roles import can_approve, visible_approvals
 from delegations.inbox.decisions import approval_decide
 from delegations.inbox.forms import DECIDED, DecisionForm
 from delegations.models import Approval, Run
@@ -26,7 +26,7 @@ DECIDE_REFUSED = ("Deciding approvals needs the approver role. Ask an admin to a
 
 
 def _get_approval_for_user(request: HttpRequest, approval_id: int) -> Approval:
-    approval = Approval.objects.visible_to(request.user).filter(pk=approval_id).first()
+    approval = visible_approvals(request.user).filter(pk=approval_id).first()
     if approval is None:
         raise Http404(f"No inbox item {approval_id} that you can see.")
     return approval
@@ -34,7 +34,7 @@ def _get_approval_for_user(request: HttpRequest, approval_id: int) -> Approval:
 
 @require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
-    visible = Approval.objects.visible_to(request.user).select_related("run")
+    visible = visible_approvals(request.user).select_related("run")
     # oldest first: those runs have been parked the longest
     pending = visible.pending().order_by("requested_at", "pk")
     context: dict[str, Any] = {

@@ -78,14 +78,13 @@ def _backlog(run_id: str, whole_tree: bool, run_ids: list[str], cursors: dict[st
         if cursor:
             events = events.exclude(Q(run_id=cursor_run, seq__lte=cursor))
     rows = events.filter(pk__gt=after_id).order_by("pk")[:BACKLOG_CHUNK]
-    return [(row.pk, row.run_id, row.seq, json.dumps(row.as_wire(), separators=(",", ":"), default=str))
-            for row in rows]
+    return [(row.pk, row.run_id, row.seq, feed.event_text(row.as_wire())) for row in rows]
 
 
 @database_sync_to_async
 def _between(run_id: str, after: int, before: int) -> list[tuple[int, str]]:
     rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after, seq__lt=before).order_by("seq")
-    return [(row.seq, json.dumps(row.as_wire(), separators=(",", ":"), default=str)) for row in rows]
+    return [(row.seq, feed.event_text(row.as_wire())) for row in rows]
 
 
 class _JsonFramesConsumer(AsyncJsonWebsocketConsumer):

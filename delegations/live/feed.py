@@ -18,7 +18,6 @@ sends from wherever it runs.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import weakref
@@ -28,6 +27,8 @@ from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from delegations.protocol import json_text
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,11 @@ def register_consumer_loop() -> None:
             _server_loop = loop
 
 
+def event_text(event: dict[str, Any]) -> str:
+    """An event in wire shape as the JSON text a websocket frame carries."""
+    return json_text.compact(event)
+
+
 def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str]],
                    texts: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """One `run.events` message per group: each event goes to its run's group and to the
@@ -62,8 +68,7 @@ def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str
     grouped: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
     serialized = iter(texts) if texts is not None else None
     for event in events:
-        text = next(serialized) if serialized is not None else \
-            json.dumps(event, separators=(",", ":"), default=str)
+        text = next(serialized) if serialized is not None else event_text(event)
         run_id, seq = event["run_id"], event["seq"]
         for target in (run_id, *lineage.get(run_id, ())):
             group_texts, keys = grouped.setdefault(run_group(target), ([], []))

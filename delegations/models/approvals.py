@@ -8,7 +8,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from delegations.accounts.roles import can_approve
 from delegations.protocol.approvals import ApprovalDecision, ApprovalKind, Decision
 
 from .runs import Run
@@ -25,12 +24,8 @@ class ApprovalQuerySet(models.QuerySet["Approval"]):
     def decided(self) -> ApprovalQuerySet:
         return self.exclude(status__in=[Approval.Status.PENDING, Approval.Status.EXPIRED])
 
-    def visible_to(self, user: Any) -> ApprovalQuerySet:
-        """Approvers and staff see every item; others see the items of their own runs."""
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        if user.is_staff or can_approve(user):
-            return self
+    def of_runs_owned_by(self, user: Any) -> ApprovalQuerySet:
+        """The items raised by the user's runs (and every run in their trees)."""
         return self.filter(models.Q(run__owner=user) | models.Q(run__root__owner=user))
 
 

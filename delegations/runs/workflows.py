@@ -17,7 +17,7 @@ from delegations.models.runs import TERMINAL, new_run_id, session_key_for
 from delegations.protocol.adapters import make_adapter
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
-from delegations.protocol.lint import Severity, lint_packet
+from delegations.protocol.lint import Severity, lint_packet, rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
@@ -73,12 +73,8 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     with transaction.atomic():
         run.save(force_insert=True)
         if errors:
-            first = errors[0]
             record_end(run, RunState.REJECTED, error={
-                "code": ErrorCode.INVALID_PACKET.value,
-                "message": f"The delegation was rejected ({len(errors)} lint error"
-                           f"{'s' if len(errors) > 1 else ''}); first: {first['code']} at "
-                           f"{first['field']}: {first['message']}",
+                "code": ErrorCode.INVALID_PACKET.value, "message": rejection_message(errors),
                 "findings": errors})
         elif start:
             dispatch_lane(run.owner_id)

@@ -1,4 +1,4 @@
-"""Skill manifests and bundles: seed 000's manifest, every bad-manifest case, zip limits."""
+"""Skill manifests and bundles: the hand-off protocol's manifest, every bad-manifest case, zip limits."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from delegations.protocol import manifest as manifest_module
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.manifest import (
     EntryPointKind,
@@ -23,6 +22,7 @@ from delegations.protocol.manifest import (
     load_manifest,
     manifest_json,
 )
+from delegations.protocol.manifest import sources as manifest_sources
 
 from .protocol_examples import HANDOFF_MANIFEST
 
@@ -294,8 +294,8 @@ def test_too_many_files_are_refused() -> None:
 
 
 def test_a_file_too_large_and_a_bundle_too_large_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifest_module, "MAX_FILE_BYTES", 1000)
-    monkeypatch.setattr(manifest_module, "MAX_BUNDLE_BYTES", 2500)
+    monkeypatch.setattr(manifest_sources, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setattr(manifest_sources, "MAX_BUNDLE_BYTES", 2500)
     big = bytes(range(256)) * 8  # 2048 incompressible-ish bytes: not a bomb, just too big
     entries: dict[str, bytes | str] = {"manifest.json": json.dumps(HANDOFF_MANIFEST), "a.bin": big,
                                        "b.bin": big[::-1]}
