@@ -1,4 +1,4 @@
-"""REST routes of the skill registry (DESIGN §3.3), mounted at /api/skills.
+"""REST routes of the skill registry, mounted at /api/skills.
 
 Reads need any authenticated user; imports need the composer role. Imports go through
 :func:`skills.services.skill_import`, the same path as the browser's import page, so a

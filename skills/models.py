@@ -95,7 +95,7 @@ class SkillSource(models.TextChoices):
     BUILTIN = "builtin", "built-in"
 
 
-# The protocol owns the list of subagent types (DESIGN §2.2).
+# The protocol owns the list of subagent types (coder, researcher, reviewer, executor, planner, critic, verifier).
 SUBAGENT_TYPE_CHOICES = [(name, name) for name in SUBAGENT_TYPES]
 
 

@@ -7,7 +7,6 @@ ids (uuid4 hex), so ``Run.pk`` is what events, checkpoints and URLs use.
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,22 +16,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from delegations.protocol.lifecycle import TERMINAL_STATES, RunState, check_transition
+from delegations.protocol.sessions import new_run_id
 
 TERMINAL = [str(state) for state in TERMINAL_STATES]
 # States in which a root run occupies one of its owner's lane slots (OpenClaw's queue lane):
 # a run parked for a person holds no worker and no slot.
 LANE_STATES = [str(RunState.ACCEPTED), str(RunState.WORKING)]
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex
-
-
-def session_key_for(agent_id: str | None, run_id: str, *, depth: int = 0) -> str:
-    """seed 004's ``agent:<agentId>:subagent:<uuid>`` for a subagent; the root run is the
-    agent's main session (``agent:<agentId>:main:<uuid>``), as the runner names it."""
-    kind = "subagent" if depth else "main"
-    return f"agent:{agent_id or 'main'}:{kind}:{run_id}"
 
 
 class RunQuerySet(models.QuerySet["Run"]):

@@ -1,4 +1,4 @@
-"""Budgets and metered usage (seed 003: budgets shrink down the delegation chain).
+"""Budgets and metered usage (delegation contracts: budgets shrink down the delegation chain).
 
 A :class:`Budget` caps a run; ``None`` on an axis means unlimited. :class:`Usage` is what
 a run (and, charged upwards, its descendants) has consumed so far. The functions below
@@ -53,7 +53,8 @@ _Amount = Annotated[float | None, BeforeValidator(_no_bool)]
 class Budget(BaseModel):
     """Resource boundaries of one run. ``None`` on an axis means unlimited.
 
-    Accepts snake_case and the seeds' camelCase spellings; always serializes snake_case.
+    Accepts snake_case and the camelCase spellings of the hand-off protocol and delegation
+    contracts; always serializes snake_case.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -236,6 +237,24 @@ def exceeds(requested: Budget, available: Budget) -> list[Issue]:
                 f"take whatever the parent has left.",
             ))
     return issues
+
+
+def used(usage: Usage, axis: str) -> int | float:
+    """How much of consumable ``axis`` ``usage`` has used (``max_tokens``: the total tokens)."""
+    value: int | float = getattr(usage, _MEASURE[axis])
+    return value
+
+
+def overshot(budget: Budget, usage: Usage) -> str | None:
+    """An axis a model call went strictly beyond (tokens and cost are known only once it
+    is made; runtime is the hard timeout's business), else ``None``. Runs after every call."""
+    if budget.max_tokens is not None and usage.total_tokens > budget.max_tokens:
+        return "max_tokens"
+    if budget.max_cost_usd is not None and usage.cost_usd > budget.max_cost_usd:
+        return "max_cost_usd"
+    if budget.max_model_calls is not None and usage.model_calls > budget.max_model_calls:
+        return "max_model_calls"
+    return None
 
 
 def hard_limit_hit(budget: Budget, usage: Usage) -> str | None:

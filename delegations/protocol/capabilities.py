@@ -1,10 +1,10 @@
 """Capabilities: what a run may do, which of it needs a human, and signed scope tokens.
 
-Seed 000 names the capabilities a skill declares (``fs_read``, ``ast_parsing``,
-``subprocess_exec``) and the ones that need explicit approval (``network_outbound``,
-``file_delete``, ``financial_tx``). Seed 003 asks for a narrower, shorter-lived capability
-token on every delegation: capabilities shrink down the chain and a child cannot widen
-its own scope. Tokens here are compact and stdlib-only::
+The hand-off protocol names the capabilities a skill declares (``fs_read``,
+``ast_parsing``, ``subprocess_exec``) and the ones that need explicit approval
+(``network_outbound``, ``file_delete``, ``financial_tx``). Delegation contracts ask for a
+narrower, shorter-lived capability token on every delegation: capabilities shrink down the
+chain and a child cannot widen its own scope. Tokens here are compact and stdlib-only::
 
     base64url(JSON claims) "." base64url(HMAC-SHA256(key, first part))
 
@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import json_text
 from .errors import ErrorCode, ProtocolError
-from .jsontext import encoder
 
 APPROVAL_REQUIRED_CAPABILITIES: frozenset[str] = frozenset(
     {"network_outbound", "file_delete", "financial_tx"})
@@ -68,7 +68,8 @@ TOOL_CAPABILITY: dict[str, str] = {
 
 def requires_approval(capability: str,
                       approval_required: Iterable[str] = APPROVAL_REQUIRED_CAPABILITIES) -> bool:
-    """Whether each use of ``capability`` must wait for a human (seed 000 Approval Rules)."""
+    """Whether each use of ``capability`` must wait for a human (the hand-off protocol's
+    Approval Rules)."""
     return capability in approval_required
 
 
@@ -182,10 +183,6 @@ def _check_key(key: bytes) -> None:
                       "token key (RunnerSettings.token_key) before issuing or checking tokens.")
 
 
-# claims hold only str, float and a list of str: one encoder for every token
-_claims_json = encoder(sort_keys=True, compact=True)
-
-
 def issue_token(key: bytes, *, run_id: str, capabilities: Iterable[str], expires_at: float,
                 parent_run_id: str | None = None) -> str:
     """Sign a token granting ``capabilities`` to ``run_id`` until ``expires_at`` (unix time)."""
@@ -204,7 +201,8 @@ def issue_token(key: bytes, *, run_id: str, capabilities: Iterable[str], expires
     }
     if parent_run_id is not None:
         claims["parent"] = parent_run_id
-    claims_json = _claims_json(claims)
+    # exp may be math.inf (a token that never expires), written as Infinity
+    claims_json = json_text.canonical(claims, allow_nan=True)
     payload = _b64encode(claims_json.encode("ascii"))
     return f"{payload}.{_signature(key, payload)}"
 

@@ -1,6 +1,7 @@
-"""JSON Schema handling: seed 000's shorthand, schema checks, cached instance validation.
+"""JSON Schema handling: the hand-off protocol's shorthand, schema checks, cached instance
+validation.
 
-Seed 000's skill manifest writes schemas as a shorthand::
+The hand-off protocol's skill manifest writes schemas as a shorthand::
 
     {"repo_path": "string", "strict_mode": "boolean"}
 
@@ -47,8 +48,8 @@ from typing import Any, NamedTuple
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from . import json_text
 from .errors import ErrorCode, Issue, ProtocolError
-from .jsontext import encoder
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
@@ -64,7 +65,7 @@ SHORTHAND_TYPES: dict[str, str | None] = {
 }
 
 # Keywords whose presence alone marks a dict as JSON Schema (no shorthand uses them as a
-# field name in practice, and the seeds never do).
+# field name in practice, and the published protocols' examples never do).
 _STRUCTURAL_KEYWORDS = frozenset({
     "properties", "items", "prefixItems", "additionalProperties", "patternProperties",
     "anyOf", "oneOf", "allOf", "not", "enum", "const", "required", "if", "then", "else",
@@ -131,7 +132,8 @@ _PLAUSIBLE: dict[str, Any] = {
 
 
 def is_json_schema(value: Mapping[str, Any]) -> bool:
-    """True when ``value`` reads as full JSON Schema rather than seed 000 shorthand.
+    """True when ``value`` reads as full JSON Schema rather than the hand-off protocol's
+    shorthand.
 
     JSON Schema when: empty; a ``$`` key; ``properties`` whose values are all schemas;
     an ``anyOf``/``oneOf``/``allOf`` list of schemas; or only JSON Schema keywords, each
@@ -292,7 +294,7 @@ def _normalize_schema_issues(schema: object, field: str) -> tuple[dict[str, Any]
 
 def normalize_schema(schema: dict[str, Any], field: str = "schema", *,
                      code: ErrorCode | str = ErrorCode.INVALID_PACKET) -> dict[str, Any]:
-    """Seed 000 shorthand or full JSON Schema -> valid JSON Schema draft 2020-12.
+    """The hand-off protocol's shorthand or full JSON Schema -> valid JSON Schema draft 2020-12.
 
     Raises ProtocolError(``code``) listing every problem; manifests pass
     ``code=ErrorCode.INVALID_MANIFEST``.
@@ -304,13 +306,10 @@ def normalize_schema(schema: dict[str, Any], field: str = "schema", *,
     return normalized
 
 
-_canonical_json = encoder(sort_keys=True, compact=True, allow_nan=False)
-
-
 def canonical_json(value: object) -> str | None:
     """Sorted-key compact JSON used as a cache key; None when not JSON-serializable."""
     try:
-        return _canonical_json(value)
+        return json_text.canonical(value)
     except (TypeError, ValueError, RecursionError):
         return None
 

@@ -1,4 +1,4 @@
-"""The tools a run's model is offered (DESIGN §2.10), and their implementations.
+"""The tools a run's model is offered, and their implementations.
 
 Protocol tools, always handled by the runner itself: ``yield_control`` (finish),
 ``delegate_task`` (spawn a child; offered only where nesting is allowed) and
@@ -7,7 +7,8 @@ Protocol tools, always handled by the runner itself: ``yield_control`` (finish),
 Capability tools, one set per granted capability::
 
     fs_read           read_file, list_files
-    fs_write          apply_edit   (unified diff or seed 000 Targeted Replace Blocks)
+    fs_write          apply_edit   (a unified diff, or the hand-off protocol's
+                                    Targeted Replace Blocks)
     file_delete       delete_file
     network_outbound  http_get     (httpx, timeout, size cap)
     subprocess_exec   run_command  (only when RunnerSettings.subprocess_enabled)
@@ -15,8 +16,9 @@ Capability tools, one set per granted capability::
 Every path is confined to the run's workspace folder: ``..``, absolute paths elsewhere and
 symlinks that lead out are refused with ERR_CONSTRAINT_VIOLATION. The runner checks the
 run's capability token before calling any of these; the functions here only do the work.
-The protocol tools' schemas are ``tool_schemas.MODEL_TOOLS`` (seed 000's definitions made
-valid JSON Schema); :func:`offered_tools` assembles and caches each scope's list.
+The protocol tools' schemas are ``tool_schemas.MODEL_TOOLS`` (the hand-off protocol's
+definitions made valid JSON Schema); :func:`offered_tools` assembles and caches each
+scope's list.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from . import json_text
 from .errors import ErrorCode, ProtocolError
-from .jsontext import encoder
 from .tool_schemas import MODEL_TOOLS, yield_control_for
 
 # A model turn whose finish_reason is this asks the runner to finish the run with the
@@ -283,10 +285,7 @@ def offered_tools(capabilities: Iterable[str], *, can_delegate: bool, subprocess
     if not output_schema:
         return tools
     # key order kept: a constrained model writes properties in the order the schema lists
-    return _with_output_schema(key, _schema_json(output_schema))
-
-
-_schema_json = encoder(compact=True)
+    return _with_output_schema(key, json_text.compact(output_schema))
 
 
 @lru_cache(maxsize=256)

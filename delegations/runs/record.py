@@ -16,6 +16,7 @@ from django.utils import timezone
 from delegations.live import feed
 from delegations.models import Approval, Run, RunCheckpoint
 from delegations.protocol.checkpoints import Checkpoint
+from delegations.protocol.events import announce_data, result_data
 from delegations.protocol.lifecycle import RunState, can_transition
 from delegations.runs.eventlog import PendingEvent, persist_batch
 
@@ -58,18 +59,12 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
         events.append((run, "state", {"state": step.value, "previous": previous.value}))
         previous = step
     usage = run.usage or {}
-    announce = {"run_id": run.pk, "label": run.label, "session_key": run.session_key,
-                "status": "timeout" if state == RunState.TIMEOUT else
-                ("success" if state == RunState.COMPLETE else "error"),
-                "state": state.value, "summary": (error or {}).get("message") or state.value,
-                "error": error, "runtime_s": usage.get("runtime_s", 0.0), "usage": usage,
-                "result": result}
-    events.append((run, "announce", {**announce, "parent_run_id": run.parent_id}))
-    data: dict[str, Any] = {"state": state.value, "result": result, "criteria_report": None,
-                            "usage": usage}
-    if error is not None:
-        data["error"] = error
-    events.append((run, "result", data))
+    announce = announce_data(run_id=run.pk, label=run.label, session_key=run.session_key,
+                             parent_run_id=run.parent_id, state=state, error=error, usage=usage,
+                             result=result)
+    events.append((run, "announce", announce))
+    events.append((run, "result", result_data(state=state, result=result, criteria_report=None,
+                                              usage=usage, error=error)))
     append_events(events)
     if not run.is_root:
         _record_outcome_in_checkpoint(run, announce)

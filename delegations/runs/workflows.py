@@ -13,12 +13,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
-from delegations.models.runs import TERMINAL, new_run_id, session_key_for
+from delegations.models.runs import TERMINAL, new_run_id
 from delegations.protocol.adapters import make_adapter
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
 from delegations.protocol.lint import Severity, lint_packet, rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
+from delegations.protocol.sessions import session_key
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
 from delegations.runs.runner_setup import adapter_config
@@ -60,7 +61,7 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
         input_hash=parsed.packet_hash(), label=parsed.label or str(parsed.subagent_type or ""), goal=(parsed.goal or "")[:2000],
         subagent_type=str(parsed.subagent_type or ""), skill=parsed.skill or "",
         agent_id=parsed.agent_id or "", depth=parsed.depth,
-        session_key=session_key_for(parsed.agent_id, run_id, depth=0),
+        session_key=session_key(parsed.agent_id, run_id),
         adapter_name=name, adapter_config=built.public_config(),
         capabilities=list(parsed.capabilities), budget=parsed.budget.model_dump(mode="json"),
         timeout_s=parsed.timeout_s, cleanup=parsed.cleanup, attempt=parsed.attempt,

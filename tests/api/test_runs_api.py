@@ -33,7 +33,7 @@ def test_a_composer_starts_a_run_and_reads_its_result(client: Client, composer_a
     assert detail["state"] == "COMPLETE" and detail["a2a_state"] == "completed"
     assert detail["result"]["output_payload"] == {"answer": 42}
     assert detail["usage"]["model_calls"] == 3 and detail["budget"]["max_model_calls"] == 20
-    assert len(detail["input_hash"]) == 64 and detail["session_key"].endswith(created["id"])
+    assert len(detail["input_hash"]) == 64 and detail["session_key"] == f"agent:main:subagent:{created['id']}"
     assert detail["children"][0]["state"] == "COMPLETE" and detail["parent"] is None
     assert detail["started_at"] and detail["finished_at"] and detail["attempt"] == 1
     assert detail["adapter"] == {"name": "scripted", "config": scripts.with_child()}

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from skills.models import Skill
-from tests.skills.factories import INSTRUCTIONS, HANDOFF_MANIFEST, add_skill, bundle, manifest
+from tests.skills.factories import HANDOFF_MANIFEST, INSTRUCTIONS, add_skill, bundle, manifest
 
 pytestmark = pytest.mark.django_db
 

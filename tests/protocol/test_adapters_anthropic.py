@@ -14,7 +14,7 @@ from delegations.protocol.tool_schemas import YIELD_CONTROL_TOOL
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 SECRET = "sk-ant-api03-TESTSECRET-do-not-leak-0123456789"
 
-YIELD_CONTROL = YIELD_CONTROL_TOOL  # seed 000 verbatim, quirks included
+YIELD_CONTROL = YIELD_CONTROL_TOOL  # as the hand-off protocol publishes it, quirks included
 MESSAGES = [
     {"role": "system", "content": "You are a researcher subagent."},
     {"role": "user", "content": "Current price of TSLA"},
@@ -71,7 +71,7 @@ async def test_it_joins_streamed_tool_input_into_one_tool_call(provider_http) ->
     assert (turn.input_tokens, turn.output_tokens) == (512, 61)
 
 
-async def test_it_sends_the_seed_tool_as_a_standard_json_schema(provider_http) -> None:
+async def test_it_sends_the_protocol_tool_as_a_standard_json_schema(provider_http) -> None:
     http = provider_http.play(provider_http.sse(recorded("tool_use_stream.txt")))
     adapter = AnthropicAdapter({**FAST, "tool_choice": "required"}, http_client=http.client())
 

@@ -25,7 +25,7 @@ MESSAGES = [
     {"role": "system", "content": "You are a researcher subagent."},
     {"role": "user", "content": "Current price of TSLA"},
 ]
-YIELD_CONTROL = YIELD_CONTROL_TOOL  # seed 000 verbatim, quirks included
+YIELD_CONTROL = YIELD_CONTROL_TOOL  # as the hand-off protocol publishes it, quirks included
 FAST = {"model": "gpt-4o-mini", "retry_base_delay_s": 0.01}
 
 

@@ -15,9 +15,11 @@ from delegations.protocol.budgets import (
     fraction_used,
     hard_limit_hit,
     narrow,
+    overshot,
     parse_budget,
     remaining,
     soft_threshold_crossed,
+    used,
 )
 from delegations.protocol.errors import ErrorCode, ProtocolError
 
@@ -31,7 +33,7 @@ def test_an_empty_budget_is_unlimited_on_every_axis() -> None:
     assert Budget.unlimited() == budget
 
 
-def test_it_accepts_the_seeds_camel_case_spellings_and_serializes_snake_case() -> None:
+def test_it_accepts_the_protocols_camel_case_spellings_and_serializes_snake_case() -> None:
     budget = Budget.model_validate({
         "maxModelCalls": 10, "maxTokens": 5000, "maxRuntimeSeconds": 60,
         "maxCostUsd": 0.5, "maxConcurrency": 2, "maxIterations": 4,
@@ -257,3 +259,17 @@ def test_describe_usage_gives_used_limit_and_remaining_per_axis() -> None:
     report = describe_usage(Budget(max_tokens=100), Usage(input_tokens=120))
     assert report["max_tokens"] == {"used": 120, "limit": 100, "remaining": 0}
     assert report["max_cost_usd"]["limit"] is None
+
+
+def test_used_reads_each_consumable_axis_with_tokens_as_the_total() -> None:
+    usage = Usage(model_calls=2, input_tokens=30, output_tokens=12, cost_usd=0.5)
+    assert used(usage, "max_tokens") == 42 and used(usage, "max_model_calls") == 2
+    assert used(usage, "max_cost_usd") == 0.5
+
+
+def test_overshot_names_an_axis_only_when_a_call_went_strictly_beyond_it() -> None:
+    budget = Budget(max_tokens=40, max_model_calls=2)
+    assert overshot(budget, Usage(model_calls=2, input_tokens=30, output_tokens=10)) is None
+    assert overshot(budget, Usage(model_calls=2, input_tokens=30, output_tokens=11)) == "max_tokens"
+    assert overshot(budget, Usage(model_calls=3)) == "max_model_calls"
+    assert overshot(Budget(), Usage(model_calls=99, cost_usd=9.0)) is None

@@ -55,7 +55,7 @@ async def test_a_leaf_run_goes_pending_accepted_working_complete_with_its_yielde
     assert result_event["usage"]["model_calls"] == 1
 
 
-async def test_a_packet_in_any_seed_spelling_is_parsed_before_it_runs(runner: Runner) -> None:
+async def test_a_packet_in_any_protocol_spelling_is_parsed_before_it_runs(runner: Runner) -> None:
     packet = copy.deepcopy(SEED003_CONTRACT)
     packet["completionCriteria"] = []
     adapter = ScriptedAdapter({"script": [yield_turn({"riskMatrix": [
@@ -76,7 +76,7 @@ async def test_an_invalid_packet_is_rejected_and_never_calls_the_model(
 
 async def test_lint_errors_reject_the_run_with_the_findings_in_the_outcome_and_events(
         runner: Runner, sink: MemorySink) -> None:
-    # seed 001 check 4: an executor delegation without acceptance criteria
+    # the agloop delegation protocol's check 4: an executor delegation without acceptance criteria
     packet = parse_packet(root_packet(subagent_type="executor", depth=4))
     outcome = await runner.start(packet, adapter=ScriptedAdapter({"script": [yield_turn()]}))
     assert outcome.state is RunState.REJECTED
@@ -508,7 +508,7 @@ async def test_an_unexpected_exception_becomes_a_failed_run_not_a_crash(runner: 
     assert sink.of_run(outcome.run_id)[-1].type == "result"
 
 
-async def test_a_seed_000_delegate_task_call_spawns_a_child_with_its_announce_as_the_tool_result(
+async def test_a_hand_off_protocol_delegate_task_call_spawns_a_child_with_its_announce_as_the_tool_result(
         runner: Runner, sink: MemorySink) -> None:
     arguments = {**SEED000_DELEGATE_TASK_ARGS}
     adapter = ScriptedAdapter({

@@ -64,7 +64,7 @@ async def test_the_offered_yield_control_carries_the_packets_expected_output_sch
     assert {"const": {}} in payload["anyOf"]   # a FAILURE may still hand back nothing
 
 
-async def test_without_an_expected_output_the_offered_payload_schema_is_seed_000s(
+async def test_without_an_expected_output_the_offered_payload_schema_is_the_hand_off_protocols(
         runner: Runner, workspace: Path) -> None:
     _outcome, adapter = await run_calls(runner, [], [], workspace)
     payload = adapter_tools(adapter)[0]["parameters"]["properties"]["output_payload"]
@@ -155,20 +155,18 @@ async def test_an_unknown_tool_is_refused_with_the_list_of_tools(
     assert result["ok"] is False and "yield_control" in result["error"]["message"]
 
 
-async def test_a_tampered_token_refuses_every_tool(runner: Runner, sink: MemorySink, workspace: Path) -> None:
-    from delegations.protocol import runner as runner_module
+async def test_a_tampered_token_refuses_every_tool(
+        runner: Runner, sink: MemorySink, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from delegations.protocol.runner import acceptance
 
-    original = runner_module.Runner._issue_token
+    original = acceptance.issue_token
 
-    def tampered(self: Runner, run: Any) -> None:
-        original(self, run)
-        run.token = run.token[:-2] + ("AA" if not run.token.endswith("AA") else "BB")
+    def tampered(*args: Any, **kwargs: Any) -> str:
+        token = original(*args, **kwargs)
+        return token[:-2] + ("AA" if not token.endswith("AA") else "BB")
 
-    runner_module.Runner._issue_token = tampered  # type: ignore[method-assign]
-    try:
-        outcome, _ = await run_calls(runner, [{"name": "list_files", "arguments": {}}], ["fs_read"], workspace)
-    finally:
-        runner_module.Runner._issue_token = original  # type: ignore[method-assign]
+    monkeypatch.setattr(acceptance, "issue_token", tampered)
+    outcome, _ = await run_calls(runner, [{"name": "list_files", "arguments": {}}], ["fs_read"], workspace)
     [result] = tool_results(sink, outcome.run_id)
     assert result["ok"] is False and "signature" in result["error"]["message"]
 

@@ -15,7 +15,7 @@ from skills.services import skill_import
 # seed examples; re-exported for the registry's tests.
 from tests.protocol.protocol_examples import HANDOFF_MANIFEST
 
-__all__ = ["INSTRUCTIONS", "HANDOFF_MANIFEST", "add_skill", "bundle", "manifest", "zip_bytes"]
+__all__ = ["HANDOFF_MANIFEST", "INSTRUCTIONS", "add_skill", "bundle", "manifest", "zip_bytes"]
 
 INSTRUCTIONS = "# Price research\n\nFind the current price and its currency.\n"
 

@@ -13,8 +13,8 @@ from delegations.protocol.errors import ProtocolError
 from skills.models import Skill, SkillCapability, SkillFile, SkillTag
 from skills.services import RegistryError, RegistryErrorCode, skill_import
 from tests.skills.factories import (
-    INSTRUCTIONS,
     HANDOFF_MANIFEST,
+    INSTRUCTIONS,
     add_skill,
     bundle,
     manifest,

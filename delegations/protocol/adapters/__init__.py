@@ -1,4 +1,4 @@
-"""Model adapters by name (DESIGN §2.11): ``make_adapter("openai", {...})``.
+"""Model adapters by name: ``make_adapter("openai", {...})``.
 
 Provider modules are imported only when their adapter is chosen, so a machine without
 ``llama-cpp-python`` (or ``anthropic``...) can still run the others; choosing one whose

@@ -33,19 +33,17 @@ import anthropic
 
 from ..errors import ErrorCode, ProtocolError
 from . import config_checks as check
-from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema
-from .provider_errors import (
-    RETRYABLE_STATUS,
+from .base import Message, ModelTurn, TextCallback, ToolCall, ToolSchema
+from .hosted import (
+    HostedAdapter,
     ProviderFailure,
-    call_with_retries,
+    ProviderSDK,
     retry_after_seconds,
-    retry_policy_from_config,
-    scrub_secrets,
+    retryable_status,
 )
 from .tool_format import content_text, parameters_schema, tool_description
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
-NO_KEY_NEEDED = "not-needed"
 _CONFIG_KEYS = ("model", "max_tokens", "temperature", "base_url", "timeout_s", "max_retries",
                 "retry_base_delay_s", "tool_choice")
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
@@ -73,7 +71,6 @@ class _StreamState:
     input_tokens: int = 0
     output_tokens: int = 0
     model: str = ""
-    streamed: bool = False
 
 
 def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
@@ -141,80 +138,37 @@ def _error_body(body: object) -> tuple[str | None, str | None]:
     return None, None
 
 
-class AnthropicAdapter(ModelAdapter):
+class AnthropicAdapter(HostedAdapter[anthropic.AsyncAnthropic]):
     name: ClassVar[str] = "anthropic"
+    sdk = ProviderSDK(anthropic.AsyncAnthropic, anthropic.APITimeoutError,
+                      anthropic.APIConnectionError, anthropic.APIStatusError, anthropic.APIError,
+                      anthropic.AnthropicError)
+    config_keys = _CONFIG_KEYS
+    missing_key_message = "No Anthropic API key: set the environment variable {env}."
 
-    def __init__(self, config: dict[str, Any] | None = None, *,
-                 http_client: Any | None = None) -> None:
-        """``http_client`` (an ``httpx2.AsyncClient``) is for tests and proxies only."""
-        super().__init__(config)
+    def _read_settings(self) -> None:
         adapter, cfg = self.name, self.config
-        check.reject_unknown_keys(adapter, cfg, _CONFIG_KEYS)
-        self.model = check.text(adapter, cfg, "model", required=True) or ""
         self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1,
                                         default=1024) or 1024
         self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=1)
         self.base_url = check.base_url(adapter, cfg,
                                        default=os.environ.get("ANTHROPIC_BASE_URL"))
-        self.timeout_s = check.number(adapter, cfg, "timeout_s", minimum=0, default=60.0,
-                                      exclusive_minimum=True) or 60.0
-        self.tool_choice = check.text(adapter, cfg, "tool_choice", default="auto",
-                                      choices=("auto", "required")) or "auto"
-        self.retry_policy = retry_policy_from_config(adapter, cfg)
-        self._http_client = http_client
-        self._client: anthropic.AsyncAnthropic | None = None
-        self._api_key: str | None = None
+        self.timeout_s = check.timeout_s(adapter, cfg)
+        self.tool_choice = check.tool_choice(adapter, cfg)
+        self.api_key_env = API_KEY_ENV   # not configurable
 
-    def for_child(self, label: str) -> AnthropicAdapter:
-        return type(self)(self.config, http_client=self._http_client)
+    def _status_failure(self, exc: anthropic.APIStatusError) -> ProviderFailure:
+        kind, message = _error_body(exc.body)
+        status = exc.status_code
+        text = f"{kind}: {message}" if kind and message else (message or exc.message)
+        # An error event inside a 200 stream carries its meaning in the body, not the status.
+        return ProviderFailure(text, retryable_status(status) or kind in _RETRYABLE_TYPES,
+                               status if status >= 400 else None,
+                               retry_after_seconds(exc.response.headers))
 
-    @property
-    def model_name(self) -> str:
-        return self.model
-
-
-    def _client_or_error(self) -> anthropic.AsyncAnthropic:
-        if self._client is None:
-            key = os.environ.get(API_KEY_ENV) or None
-            if key is None and self.base_url is None:
-                raise ProtocolError(
-                    ErrorCode.TOOL_FAILURE,
-                    f"No Anthropic API key: set the environment variable {API_KEY_ENV}.",
-                    details={"adapter": self.name, "env": API_KEY_ENV})
-            self._api_key = key
-            # The SDK's own retries are off: call_with_retries applies one policy for both
-            # providers and knows whether text was already streamed.
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key or NO_KEY_NEEDED, base_url=self.base_url, timeout=self.timeout_s,
-                max_retries=0, http_client=self._http_client)
-        return self._client
-
-    def _classify(self, exc: BaseException) -> ProviderFailure | None:
-        def clean(text: str) -> str:
-            return scrub_secrets(text, [self._api_key])
-
-        if isinstance(exc, anthropic.APITimeoutError):
-            return ProviderFailure(clean(f"timed out after {self.timeout_s:g} s"), True)
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__
-            detail = f"{exc.message} ({cause})" if cause else exc.message
-            return ProviderFailure(clean(f"could not reach {self.base_url or 'the API'}: "
-                                         f"{detail}"), True)
-        if isinstance(exc, anthropic.APIStatusError):
-            kind, message = _error_body(exc.body)
-            status = exc.status_code
-            retryable = (status in RETRYABLE_STATUS or status >= 500
-                         or kind in _RETRYABLE_TYPES)
-            text = f"{kind}: {message}" if kind and message else (message or exc.message)
-            # An error event inside a 200 stream carries its meaning in the body, not the status.
-            return ProviderFailure(clean(text), retryable, status if status >= 400 else None,
-                                   retry_after_seconds(exc.response.headers))
-        if isinstance(exc, anthropic.APIError):
-            kind, message = _error_body(exc.body)
-            return ProviderFailure(clean(message or exc.message), kind in _RETRYABLE_TYPES)
-        if isinstance(exc, anthropic.AnthropicError):
-            return ProviderFailure(clean(str(exc)), False)
-        return None
+    def _stream_failure(self, exc: anthropic.APIError) -> ProviderFailure:
+        kind, message = _error_body(exc.body)
+        return ProviderFailure(message or exc.message, kind in _RETRYABLE_TYPES)
 
     def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
         system, turns = to_anthropic_messages(messages)
@@ -231,25 +185,15 @@ class AnthropicAdapter(ModelAdapter):
             request["extra_body"] = {"temperature": self.temperature}
         return request
 
-    async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
-                       on_text: TextCallback | None = None) -> ModelTurn:
-        client = self._client_or_error()
-        request = self._request(messages, tools)
+    async def _attempt(self, client: anthropic.AsyncAnthropic, request: dict[str, Any],
+                       on_text: TextCallback | None) -> ModelTurn:
         state = _StreamState()
-
-        async def attempt() -> ModelTurn:
-            nonlocal state
-            state = _StreamState()
-            stream = await client.messages.create(**request, stream=True)
-            try:
-                await self._consume(stream, state, on_text)
-            finally:
-                await stream.close()
-            return self._turn(state)
-
-        result: ModelTurn = await call_with_retries(
-            self.name, self.retry_policy, attempt, self._classify, lambda: state.streamed)
-        return result
+        stream = await client.messages.create(**request, stream=True)
+        try:
+            await self._consume(stream, state, on_text)
+        finally:
+            await stream.close()
+        return self._turn(state)
 
     async def _consume(self, events: AsyncIterable[Any], state: _StreamState,
                        on_text: TextCallback | None) -> None:
@@ -294,7 +238,6 @@ class AnthropicAdapter(ModelAdapter):
     async def _emit(text: str, state: _StreamState, on_text: TextCallback | None) -> None:
         state.text_parts.append(text)
         if on_text is not None:
-            state.streamed = True
             await on_text(text)
 
     def _turn(self, state: _StreamState) -> ModelTurn:

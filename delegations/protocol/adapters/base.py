@@ -1,4 +1,4 @@
-"""The one small interface every model adapter implements (DESIGN §2.11).
+"""The one small interface every model adapter implements.
 
 Messages go in as OpenAI-style dicts::
 
@@ -70,6 +70,21 @@ class ModelAdapter(ABC):
     def public_config(self) -> dict[str, Any]:
         """The config as it may be stored and shown: secrets removed."""
         return {k: v for k, v in self.config.items() if not _SECRET_KEY.search(k)}
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float | None:
+        """What a call with these token counts cost, when the adapter knows its own prices;
+        None (the default) leaves it to the runner's price table."""
+        return None
+
+    def export_state(self) -> dict[str, Any]:
+        """The adapter's own progress, kept in every checkpoint (a script's position, say).
+        Stateless by default: an empty dict."""
+        return {}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue from what :meth:`export_state` gave, when a run resumes. Nothing to do
+        for a stateless adapter."""
+        return
 
 
 def config_error(adapter: str, key: str, problem: str) -> ProtocolError:

@@ -95,3 +95,14 @@ def boolean(adapter: str, config: dict[str, Any], key: str, *, default: bool) ->
     if not isinstance(value, bool):
         raise config_error(adapter, key, f"must be true or false, not {value!r}")
     return value
+
+
+def timeout_s(adapter: str, config: dict[str, Any]) -> float:
+    """``timeout_s``: seconds per request, > 0, default 60."""
+    return number(adapter, config, "timeout_s", minimum=0, default=60.0,
+                  exclusive_minimum=True) or 60.0
+
+
+def tool_choice(adapter: str, config: dict[str, Any]) -> str:
+    """``tool_choice``: "auto" (the default: the model picks) or "required" (it must call a tool)."""
+    return text(adapter, config, "tool_choice", default="auto", choices=("auto", "required")) or "auto"

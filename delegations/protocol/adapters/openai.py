@@ -38,18 +38,16 @@ import openai
 
 from ..errors import ErrorCode, ProtocolError
 from . import config_checks as check
-from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema
-from .provider_errors import (
-    RETRYABLE_STATUS,
+from .base import Message, ModelTurn, TextCallback, ToolCall, ToolSchema
+from .hosted import (
+    HostedAdapter,
     ProviderFailure,
-    call_with_retries,
+    ProviderSDK,
     retry_after_seconds,
-    retry_policy_from_config,
-    scrub_secrets,
+    retryable_status,
 )
 from .tool_format import arguments_json, content_text, parameters_schema, tool_description
 
-NO_KEY_NEEDED = "not-needed"
 # base_urls (or "default") seen failing to stream an answer when tools were offered.
 _NO_TOOL_STREAMING: set[str] = set()
 _CONFIG_KEYS = ("model", "base_url", "temperature", "max_tokens", "timeout_s", "max_retries",
@@ -77,7 +75,6 @@ class _StreamState:
     input_tokens: int | None = None
     output_tokens: int | None = None
     model: str = ""
-    streamed: bool = False
     finished: bool = False  # a chunk carried a finish_reason
 
     def is_empty(self) -> bool:
@@ -148,77 +145,32 @@ def _provider_message(exc: openai.APIError) -> str:
     return str(exc.message or exc)
 
 
-class OpenAIAdapter(ModelAdapter):
+class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
     name: ClassVar[str] = "openai"
+    sdk = ProviderSDK(openai.AsyncOpenAI, openai.APITimeoutError, openai.APIConnectionError,
+                      openai.APIStatusError, openai.APIError, openai.OpenAIError)
+    config_keys = _CONFIG_KEYS
+    missing_key_message = ("No OpenAI API key: set the environment variable {env}, or set "
+                           "base_url to an OpenAI-compatible server that needs no key.")
 
-    def __init__(self, config: dict[str, Any] | None = None, *,
-                 http_client: Any | None = None) -> None:
-        """``http_client`` (an ``httpx2.AsyncClient``) is for tests and proxies only."""
-        super().__init__(config)
+    def _read_settings(self) -> None:
         adapter, cfg = self.name, self.config
-        check.reject_unknown_keys(adapter, cfg, _CONFIG_KEYS)
-        self.model = check.text(adapter, cfg, "model", required=True) or ""
         self.base_url = check.base_url(adapter, cfg, default=os.environ.get("OPENAI_BASE_URL"))
         self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=2)
         self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1)
-        self.timeout_s = check.number(adapter, cfg, "timeout_s", minimum=0, default=60.0,
-                                      exclusive_minimum=True) or 60.0
-        self.tool_choice = check.text(adapter, cfg, "tool_choice", default="auto",
-                                      choices=("auto", "required")) or "auto"
+        self.timeout_s = check.timeout_s(adapter, cfg)
+        self.tool_choice = check.tool_choice(adapter, cfg)
         self.api_key_env = check.env_var_name(adapter, cfg, "api_key_env", "OPENAI_API_KEY")
         self.stream = check.boolean(adapter, cfg, "stream", default=True)
-        self.retry_policy = retry_policy_from_config(adapter, cfg)
-        self._http_client = http_client
-        self._client: openai.AsyncOpenAI | None = None
-        self._api_key: str | None = None
 
-    def for_child(self, label: str) -> OpenAIAdapter:
-        return type(self)(self.config, http_client=self._http_client)
+    def _status_failure(self, exc: openai.APIStatusError) -> ProviderFailure:
+        status = exc.status_code
+        return ProviderFailure(_provider_message(exc), retryable_status(status), status,
+                               retry_after_seconds(exc.response.headers))
 
-    @property
-    def model_name(self) -> str:
-        return self.model
-
-
-    def _client_or_error(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            key = os.environ.get(self.api_key_env) or None
-            if key is None and self.base_url is None:
-                raise ProtocolError(
-                    ErrorCode.TOOL_FAILURE,
-                    f"No OpenAI API key: set the environment variable {self.api_key_env}, or "
-                    "set base_url to an OpenAI-compatible server that needs no key.",
-                    details={"adapter": self.name, "env": self.api_key_env})
-            self._api_key = key
-            # The SDK's own retries are off: call_with_retries applies one policy for both
-            # providers and knows whether text was already streamed.
-            self._client = openai.AsyncOpenAI(
-                api_key=key or NO_KEY_NEEDED, base_url=self.base_url, timeout=self.timeout_s,
-                max_retries=0, http_client=self._http_client)
-        return self._client
-
-    def _classify(self, exc: BaseException) -> ProviderFailure | None:
-        def clean(text: str) -> str:
-            return scrub_secrets(text, [self._api_key])
-
-        if isinstance(exc, openai.APITimeoutError):
-            return ProviderFailure(clean(f"timed out after {self.timeout_s:g} s"), True)
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            detail = f"{exc.message} ({cause})" if cause else exc.message
-            return ProviderFailure(clean(f"could not reach {self.base_url or 'the API'}: "
-                                         f"{detail}"), True)
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            retryable = status in RETRYABLE_STATUS or status >= 500
-            return ProviderFailure(clean(_provider_message(exc)), retryable, status,
-                                   retry_after_seconds(exc.response.headers))
-        if isinstance(exc, openai.APIError):
-            # An error event inside an open stream: the server broke off mid-answer.
-            return ProviderFailure(clean(_provider_message(exc)), True)
-        if isinstance(exc, openai.OpenAIError):
-            return ProviderFailure(clean(str(exc)), False)
-        return None
+    def _stream_failure(self, exc: openai.APIError) -> ProviderFailure:
+        # An error event inside an open stream: the server broke off mid-answer.
+        return ProviderFailure(_provider_message(exc), True)
 
     def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages)}
@@ -236,41 +188,32 @@ class OpenAIAdapter(ModelAdapter):
             request["max_tokens"] = self.max_tokens
         return request
 
-    async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
-                       on_text: TextCallback | None = None) -> ModelTurn:
-        client = self._client_or_error()
-        request = self._request(messages, tools)
+    async def _attempt(self, client: openai.AsyncOpenAI, request: dict[str, Any],
+                       on_text: TextCallback | None) -> ModelTurn:
         state = _StreamState()
-
-        async def attempt() -> ModelTurn:
-            nonlocal state
-            state = _StreamState()
-            server = self.base_url or "default"
-            if self.stream and not (tools and server in _NO_TOOL_STREAMING):
-                try:
-                    await self._stream(client, request, state, on_text)
-                except openai.APITimeoutError:
+        tools = "tools" in request
+        server = self.base_url or "default"
+        if self.stream and not (tools and server in _NO_TOOL_STREAMING):
+            try:
+                await self._stream(client, request, state, on_text)
+            except openai.APITimeoutError:
+                raise
+            except openai.APIConnectionError:
+                if not (tools and state.is_empty()):
                     raise
-                except openai.APIConnectionError:
-                    if not (tools and state.is_empty()):
-                        raise
-                if tools and state.is_empty():
-                    # Some servers (llama-cpp-python's chatml-function-calling) cannot stream
-                    # an automatic tool choice: the stream ends, or the connection drops,
-                    # before the first chunk. Ask again unstreamed, and remember the server
-                    # (a retry, a later turn or a child then asks unstreamed at once).
-                    _NO_TOOL_STREAMING.add(server)
-                    state = _StreamState()
-                    response = await client.chat.completions.create(**request)
-                    await self._absorb_response(response, state, on_text)
-            else:
+            if tools and state.is_empty():
+                # Some servers (llama-cpp-python's chatml-function-calling) cannot stream
+                # an automatic tool choice: the stream ends, or the connection drops,
+                # before the first chunk. Ask again unstreamed, and remember the server
+                # (a retry, a later turn or a child then asks unstreamed at once).
+                _NO_TOOL_STREAMING.add(server)
+                state = _StreamState()
                 response = await client.chat.completions.create(**request)
                 await self._absorb_response(response, state, on_text)
-            return self._turn(state, messages)
-
-        result: ModelTurn = await call_with_retries(
-            self.name, self.retry_policy, attempt, self._classify, lambda: state.streamed)
-        return result
+        else:
+            response = await client.chat.completions.create(**request)
+            await self._absorb_response(response, state, on_text)
+        return self._turn(state, request["messages"])
 
     async def _stream(self, client: openai.AsyncOpenAI, request: dict[str, Any],
                       state: _StreamState, on_text: TextCallback | None) -> None:
@@ -293,7 +236,6 @@ class OpenAIAdapter(ModelAdapter):
                 if delta is not None and delta.content:
                     state.text_parts.append(delta.content)
                     if on_text is not None:
-                        state.streamed = True
                         await on_text(delta.content)
                 for fragment in (delta.tool_calls if delta is not None else None) or []:
                     partial = state.calls.setdefault(fragment.index, _PartialCall())
@@ -322,7 +264,6 @@ class OpenAIAdapter(ModelAdapter):
         if message.content:
             state.text_parts.append(message.content)
             if on_text is not None:
-                state.streamed = True
                 await on_text(message.content)
         for index, call in enumerate(message.tool_calls or []):
             function = getattr(call, "function", None)
@@ -332,7 +273,7 @@ class OpenAIAdapter(ModelAdapter):
         state.finish_reason = _FINISH.get(choice.finish_reason or "stop",
                                           choice.finish_reason or "stop")
 
-    def _turn(self, state: _StreamState, messages: list[Message]) -> ModelTurn:
+    def _turn(self, state: _StreamState, chat_messages: list[dict[str, Any]]) -> ModelTurn:
         calls: list[ToolCall] = []
         for index in sorted(state.calls):
             partial = state.calls[index]
@@ -347,7 +288,7 @@ class OpenAIAdapter(ModelAdapter):
         text = "".join(state.text_parts)
         input_tokens = state.input_tokens
         if input_tokens is None:
-            input_tokens = estimate_tokens(json.dumps(to_openai_messages(messages)))
+            input_tokens = estimate_tokens(json.dumps(chat_messages))
         output_tokens = state.output_tokens
         if output_tokens is None:
             output_tokens = estimate_tokens(text + "".join(

@@ -1,9 +1,9 @@
 """Tool schemas and message content as providers accept them, shared by the local, OpenAI
 and Anthropic adapters.
 
-Tools may reach an adapter in seed 000's own spelling (``yield_control``'s properties
-straight under ``parameters``, ``required`` beside it, OpenAPI ``nullable``); providers
-and llama.cpp's grammar compiler need a plain JSON Schema object, so
+Tools may reach an adapter in the hand-off protocol's own spelling (``yield_control``'s
+properties straight under ``parameters``, ``required`` beside it, OpenAPI ``nullable``);
+providers and llama.cpp's grammar compiler need a plain JSON Schema object, so
 :func:`parameters_schema` hands every tool through ``tool_schemas.as_json_schema_tool``
 (which the runner's own tool list already went through: then it changes nothing).
 """

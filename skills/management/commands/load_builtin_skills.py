@@ -12,7 +12,7 @@ from .import_skills import write_report
 
 class Command(BaseCommand):
     help = ("Load the built-in skill catalog (skills/builtin/): one skill per subagent type, "
-            "the seed examples and one per approval-required capability. Safe to run again: "
+            "the hand-off protocol's examples and one per approval-required capability. Safe to run again: "
             "versions already there are skipped.")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -28,7 +28,7 @@ def make_run(owner: Any, *, state: str = "PENDING", label: str = "", **fields: A
     defaults: dict[str, Any] = {
         "root_id": run_id, "packet": scripts.packet(), "input_hash": "0" * 64, "goal": "Compare three caching options",
         "subagent_type": "researcher", "adapter_name": "scripted",
-        "session_key": f"agent:main:main:{run_id}",
+        "session_key": f"agent:main:subagent:{run_id}",
         "budget": {"max_model_calls": 10, "max_tokens": 1000, "max_runtime_s": None, "max_cost_usd": 0.5},
     }
     defaults.update(fields)

@@ -1,0 +1,196 @@
+"""Judging a run's answer: accepted, corrected once, retried, clarified or failed.
+
+The answer (a ``yield_control`` call, or plain text holding an agloop ``## RESULT`` block or
+a JSON envelope) is parsed with ``parse_result``, ``output_payload`` validated against the
+expected output schema and every success criterion evaluated. A result that fails gets
+exactly one self-correction turn (the hand-off protocol's recovery), then the run ends
+FAILED with ERR_INVALID_RESULT. ``BLOCKED_AWAITING_CLARIFICATION`` asks a person (kind
+``clarification``) and the answer continues the same run. A FAILURE with an agloop failed
+reason follows the retry table (``errors.recovery_for``): a retried one starts a fresh
+context with ``previous_failure`` attached, at most ``min(rule.max_retries,
+RunnerSettings.retry_limit)`` times. PARTIAL_COMPLETION ends COMPLETE with a warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..adapters.base import ToolCall
+from ..approvals import ApprovalKind
+from ..criteria import CriteriaReport, evaluate_criteria
+from ..errors import ErrorCode, ProtocolError, recovery_for
+from ..events import EventType
+from ..lifecycle import RunState
+from ..packet import HandoffPacket, PreviousFailure
+from ..results import ErrorReport, ResponsePackage, ResultStatus, parse_result
+from ..schemas import validate_instance
+from ..tools import YIELD_CONTROL
+from .prompt import initial_messages
+from .questions import Questions
+from .reporting import Reporter
+from .settings import RunnerSettings
+from .state import ActiveRun
+
+_LOG = EventType.LOG.value
+_MESSAGE = EventType.MESSAGE.value
+
+_PARTIAL_WARNING = "Partial completion: treated as complete; check what is missing before relying on it."
+
+
+def read_answer(answer: object, *, triggered: bool) -> tuple[ResponsePackage | None, list[str]]:
+    """The result an answer holds, or why there is none. Text that reached the termination
+    trigger without a result reads as a SUCCESS summarized by that text."""
+    try:
+        return (answer if isinstance(answer, ResponsePackage) else parse_result(answer)), []
+    except ProtocolError as exc:
+        if triggered and isinstance(answer, str):
+            return ResponsePackage(status=ResultStatus.SUCCESS, summary=answer.strip() or None,
+                                   output_payload={}), []
+        return None, [exc.message if answer else
+                      "The answer was empty: no yield_control call and no RESULT block."]
+
+
+def check_result(result: ResponsePackage, packet: HandoffPacket) -> tuple[CriteriaReport | None, list[str]]:
+    """The criteria report and what the result gets wrong: unmet criteria, then
+    ``output_payload`` against the expected output schema."""
+    problems: list[str] = []
+    criteria: CriteriaReport | None = None
+    schema = packet.expected_output_schema
+    schema_checked = False
+    wanted = packet.success_criteria
+    if wanted:
+        criteria = evaluate_criteria(result, wanted, schema)
+        for raw, item in zip(wanted, criteria.items, strict=False):
+            # a free-text "JSON is schema-valid" already validated output_payload
+            # against the expected schema: no need to do it twice
+            schema_checked = schema_checked or (item.kind == "json_schema" and isinstance(raw, str))
+            if item.checkable and not item.met:
+                problems.append(f"criterion not met: {item.criterion} ({item.detail})")
+    if schema and not schema_checked:
+        for issue in validate_instance(schema, result.output_payload, "output_payload"):
+            problems.append(f"{issue.field}: {issue.message}")
+    return criteria, problems
+
+
+class Judge:
+    """Decides what a run's answer means for the run; True from each step: the run ended."""
+
+    def __init__(self, settings: RunnerSettings, reporter: Reporter, questions: Questions) -> None:
+        self.settings = settings
+        self.reporter = reporter
+        self.questions = questions
+
+    async def conclude(self, run: ActiveRun, answer: object, yield_call: ToolCall | None,
+                       triggered: bool) -> bool:
+        packet = run.scope.packet
+        assert packet is not None
+        result, problems = read_answer(answer, triggered=triggered)
+        criteria: CriteriaReport | None = None
+        if result is not None:
+            if result.status is ResultStatus.BLOCKED_AWAITING_CLARIFICATION:
+                return await self._clarify(run, result, yield_call)
+            if result.status is ResultStatus.FAILURE:
+                return await self._failed(run, result)
+            criteria, problems = check_result(result, packet)
+        if not problems:
+            assert result is not None
+            if result.status is ResultStatus.PARTIAL_COMPLETION:
+                result = result.model_copy(update={"warnings": [*result.warnings, _PARTIAL_WARNING]})
+                await self.reporter.emit(run.run_id, _LOG, {"level": "warning", "message": _PARTIAL_WARNING})
+            await self.reporter.end(run, RunState.COMPLETE, result=result, criteria=criteria)
+            return True
+        attempts, chat = run.attempts, run.chat
+        listing = "\n".join(f"- {problem}" for problem in problems)
+        if not attempts.correction_used and not triggered and chat.iteration < run.scope.max_iterations:
+            attempts.correction_used = True
+            chat.answer_turn()
+            if yield_call is not None:
+                chat.answer(yield_call.id, YIELD_CONTROL, {"ok": False, "error": {
+                    "code": ErrorCode.INVALID_RESULT.value, "message": "result rejected"}})
+            chat.messages.append({"role": "user", "content": (
+                "Your result was not accepted:\n" + listing + "\nCorrect it and hand it back once "
+                "more with yield_control (this is the one self-correction turn).")})
+            await self.reporter.emit(run.run_id, _LOG, {"level": "warning", "message": "Self-correction turn.",
+                                                        "problems": problems})
+            chat.next_turn()
+            await self.reporter.save(run)
+            return False
+        message = ("The result is still invalid after the self-correction turn:\n" if attempts.correction_used
+                   else "The result is invalid:\n") + listing
+        failure = ResponsePackage(
+            status=ResultStatus.FAILURE,
+            output_payload=result.output_payload if result is not None else {},
+            summary=result.summary if result is not None else None,
+            error_report=ErrorReport(code=ErrorCode.INVALID_RESULT.value, message=message,
+                                     details={"problems": problems}))
+        await self.reporter.end(run, RunState.FAILED, result=failure, criteria=criteria,
+                                error={"code": ErrorCode.INVALID_RESULT.value, "message": message})
+        return True
+
+    async def _clarify(self, run: ActiveRun, result: ResponsePackage, yield_call: ToolCall | None) -> bool:
+        attempts, chat = run.attempts, run.chat
+        questions = result.open_questions or [result.summary or result.log_summary or "The subagent needs clarification."]
+        decision = await self.questions.ask(
+            run, ApprovalKind.CLARIFICATION, str(attempts.clarifications + 1),
+            f"Run {run.label or run.run_id} needs clarification: {questions[0]}"[:300],
+            {"questions": questions, "summary": result.summary, "blockers": result.blockers}, "low")
+        if not decision.allows:
+            message = f"Clarification refused by a person{': ' + decision.comment if decision.comment else ''}."
+            failure = result.model_copy(update={
+                "status": ResultStatus.FAILURE,
+                "error_report": ErrorReport(code=ErrorCode.INSUFFICIENT_CONTEXT.value, message=message)})
+            await self.reporter.end(run, RunState.FAILED, result=failure,
+                                    error={"code": ErrorCode.INSUFFICIENT_CONTEXT.value, "message": message})
+            return True
+        attempts.clarifications += 1
+        chat.answer_turn()
+        answer = decision.answer or decision.comment or "(no answer given)"
+        if yield_call is not None:
+            chat.answer(yield_call.id, YIELD_CONTROL, {"ok": True, "result": {
+                "status": "clarification answered below"}})
+        chat.messages.append({"role": "user", "content": f"Answer to your question: {answer}"})
+        await self.reporter.emit(run.run_id, _MESSAGE, {"text": answer, "from": decision.decided_by or "approver",
+                                                        "clarification": True})
+        chat.next_turn()
+        await self.reporter.save(run)
+        return False
+
+    async def _failed(self, run: ActiveRun, result: ResponsePackage) -> bool:
+        """A FAILURE result: the agloop retry table decides on a fresh-context retry."""
+        attempts = run.attempts
+        reason = result.failed_reason
+        rule = recovery_for(reason) if reason is not None else None
+        limit = min(rule.max_retries, self.settings.retry_limit) if rule is not None and rule.retry else 0
+        report = result.error_report
+        if rule is not None and attempts.retries < limit:
+            attempts.retries += 1
+            scope, chat = run.scope, run.chat
+            assert scope.packet is not None
+            previous = PreviousFailure(
+                attempt_number=attempts.retries + 1,
+                failure_report=(report.message if report and report.message else result.summary) or str(reason),
+                specific_failures=list(result.blockers) or ([report.message] if report and report.message else []),
+                fix_instructions=rule.description)
+            scope.retry_with(scope.packet.model_copy(update={"previous_failure": previous}))
+            chat.messages = initial_messages(scope.packet, scope.packet_dict())
+            chat.answered = set()
+            chat.iteration = 0
+            attempts.correction_used = False
+            await self.reporter.emit(run.run_id, _LOG, {
+                "level": "warning", "failed_reason": str(reason), "action": rule.action.value,
+                "attempt": attempts.retries + 1,
+                "message": f"Attempt {attempts.retries} failed ({reason}): {rule.description}; "
+                           f"retrying with a fresh context ({attempts.retries} of {limit})."})
+            chat.next_turn()
+            await self.reporter.save(run)
+            return False
+        code = report.code if report is not None and report.code else ErrorCode.TOOL_FAILURE.value
+        message = (report.message if report is not None and report.message else
+                   result.summary or "The subagent reported FAILURE.")
+        error: dict[str, Any] = {"code": code, "message": message}
+        if reason is not None:
+            error["failed_reason"] = str(reason)
+            if attempts.retries:
+                error["retries"] = attempts.retries
+        await self.reporter.end(run, RunState.FAILED, result=result, error=error)
+        return True

@@ -1,0 +1,376 @@
+"""The Runner: one run's life, accept -> work -> finish, told top to bottom.
+
+The collaborators each hold one side of it: ``acceptance`` (scope and rejection),
+``model_turns`` (calling and metering the model), ``tool_calls`` (tool dispatch),
+``children`` (child runs), ``judging`` (what an answer means for the run), ``questions``
+(asking a person) and ``reporting`` (events, checkpoints, the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..adapters.base import ModelAdapter, ToolCall
+from ..approvals import ApprovalGate, RunParked
+from ..budgets import Budget
+from ..checkpoints import CheckpointStore
+from ..errors import ErrorCode, ProtocolError
+from ..events import EventSink, EventType
+from ..lifecycle import RunState
+from ..lint import lint_packet
+from ..packet import HandoffPacket, parse_packet
+from ..sessions import new_run_id, session_key
+from ..tools import DELEGATE_TASK, FINISH_WITH_CHILDREN, YIELD_CONTROL
+from .acceptance import (
+    SkillResolver,
+    grant,
+    input_issues,
+    merge_skill,
+    rejection,
+    root_scope,
+    settle_limits,
+)
+from .checkpointing import restore
+from .children import Children, children_result
+from .judging import Judge
+from .model_turns import ModelTurns, check_hard_limits
+from .outcome import RunOutcome, outcome_from
+from .prompt import initial_messages
+from .questions import Questions
+from .reporting import Reporter
+from .settings import RunnerSettings
+from .state import ActiveRun, Scope
+from .tool_calls import ToolCalls
+
+if TYPE_CHECKING:
+    from ..manifest import SkillManifest
+
+logger = logging.getLogger(__name__)
+
+_STATE = EventType.STATE.value
+_LOG = EventType.LOG.value
+
+
+class Runner:
+    """Executes runs in-process as asyncio tasks. One Runner may run many trees at once."""
+
+    def __init__(self, *, sink: EventSink, gate: ApprovalGate, checkpoints: CheckpointStore,
+                 settings: RunnerSettings | None = None, skills: SkillResolver | None = None) -> None:
+        self.sink = sink
+        self.gate = gate
+        self.checkpoints = checkpoints
+        self.settings = settings if settings is not None else RunnerSettings()
+        self.skills = skills
+        self._workspace_root = str(self.settings.workspace_root)
+        self._lint_limits: dict[str, int] = (
+            {} if self.settings.payload_limit_bytes is None
+            else {"payload_limit_bytes": self.settings.payload_limit_bytes})
+        self._runs: dict[str, ActiveRun] = {}     # the runs working in this process now
+        self._report = Reporter(sink, checkpoints, self._runs)
+        questions = Questions(gate, self._report)
+        self._model = ModelTurns(self.settings, self._report, questions)
+        self._tools = ToolCalls(self.settings, self._report, questions)
+        self._children = Children(self.settings, self._report, checkpoints, self._drive)
+        self._judge = Judge(self.settings, self._report, questions)
+
+    # -- public API -----------------------------------------------------------------------
+
+    async def start(self, packet: HandoffPacket | dict[str, Any] | str, *, adapter: ModelAdapter,
+                    run_id: str | None = None, skill: SkillManifest | None = None,
+                    parent_packet: HandoffPacket | None = None,
+                    parent_budget: Budget | None = None,
+                    parent_capabilities: list[str] | None = None,
+                    workspace: Path | str | None = None) -> RunOutcome:
+        """Run ``packet`` to a terminal state (or until it parks) and return how it ended.
+
+        ``parent_packet`` / ``parent_budget`` / ``parent_capabilities`` bound a run that a
+        host starts on behalf of an existing run: the packet is linted against them and its
+        budget and capabilities narrowed to them.
+        """
+        try:
+            parsed = parse_packet(packet)    # a HandoffPacket is taken as it is
+        except ProtocolError as exc:
+            scope = Scope(skill=skill, reject=exc)
+        else:
+            scope = root_scope(parsed, skill, parent_packet=parent_packet, parent_budget=parent_budget,
+                               parent_capabilities=parent_capabilities)
+        run = ActiveRun(run_id or new_run_id(), None, adapter, scope)
+        run.workspace = str(workspace) if workspace is not None else f"{self._workspace_root}/{run.run_id}"
+        accepted = scope.packet
+        if accepted is not None:
+            run.depth = accepted.depth
+            run.label = accepted.label or (str(accepted.subagent_type) if accepted.subagent_type else "root")
+            run.session_key = session_key(accepted.agent_id, run.run_id)
+        return await self._launch(run)
+
+    async def resume(self, run_id: str, *, adapter: ModelAdapter | None = None) -> RunOutcome:
+        """Continue a parked or orphaned run from its last checkpoint.
+
+        The whole tree resumes from its root (a child's id resumes its root); the root's
+        outcome is returned. ``adapter`` replaces the root's adapter (its state is restored
+        from the checkpoint); by default it is rebuilt with ``make_adapter`` from the
+        checkpoint's adapter name and public config.
+        """
+        checkpoint = await self.checkpoints.load(run_id)
+        if checkpoint is None:
+            raise ProtocolError(ErrorCode.WORKER_LOST,
+                                f"Run {run_id} has no checkpoint, so it cannot be resumed; mark it "
+                                f"failed (ERR_WORKER_LOST) or start it again.")
+        if checkpoint.root_run_id != checkpoint.run_id:
+            root = await self.checkpoints.load(checkpoint.root_run_id)
+            if root is not None:
+                checkpoint, adapter = root, None
+        if checkpoint.outcome is not None:
+            return outcome_from(checkpoint)
+        if checkpoint.run_id in self._runs:
+            raise ProtocolError(ErrorCode.ILLEGAL_TRANSITION,
+                                f"Run {checkpoint.run_id} is already running in this process.")
+        run = restore(checkpoint, None, adapter, workspace_root=self._workspace_root,
+                      default_timeout_s=self.settings.default_timeout_s)
+        return await self._launch(run)
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run and, through it, every descendant. False when it is not running here."""
+        run = self._runs.get(run_id)
+        if run is None or run.outcome is not None or run.task is None or run.task.done():
+            return False
+        run.cancel_reason = run.cancel_reason or "Cancelled on request."
+        run.requested_cancel = True
+        run.task.cancel()
+        return True
+
+    def send_message(self, run_id: str, text: str) -> bool:
+        """Queue ``text`` as a user message for the run's next turn. False when it is not
+        running in this process (finished, parked or unknown)."""
+        run = self._runs.get(run_id)
+        if run is None or run.outcome is not None or not isinstance(text, str) or not text.strip():
+            return False
+        run.chat.inbox.append(text)
+        return True
+
+    def active_runs(self) -> list[str]:
+        """Ids of the runs executing in this process now."""
+        return list(self._runs)
+
+    # -- one run ----------------------------------------------------------------------------
+
+    async def _launch(self, run: ActiveRun) -> RunOutcome:
+        # A root run works in the caller's own task (no extra task on the hot path); cancel()
+        # cancels that task, and the cancellation is consumed here once the tree has stopped.
+        task = asyncio.current_task()
+        assert task is not None, "Runner.start() and resume() must run inside an asyncio task"
+        run.task = task
+        self._runs[run.run_id] = run
+        outcome = await self._drive(run)
+        if task.cancelling():
+            if not run.requested_cancel:
+                # the host itself was cancelled: the run recorded CANCELLED, the host gets its error
+                raise asyncio.CancelledError
+            task.uncancel()
+        return outcome
+
+    async def _drive(self, run: ActiveRun) -> RunOutcome:
+        """The whole life of one run; returns its outcome and never raises an Exception."""
+        lane = run.family.lane
+        try:
+            if lane is None:
+                await self._live(run)
+            else:
+                async with lane:
+                    await self._live(run)
+        except asyncio.CancelledError:
+            # cancelled before it started working (waiting for a concurrency slot)
+            await self._report.end(run, RunState.CANCELLED, error=run.cancel_error())
+        if run.outcome is None:
+            # a state the run cannot leave by itself (should not happen): report, never hang
+            await self._report.end(run, RunState.FAILED, error={
+                "code": ErrorCode.TOOL_FAILURE.value, "message": "The run stopped without an outcome."})
+        assert run.outcome is not None
+        return run.outcome
+
+    async def _live(self, run: ActiveRun) -> None:
+        """Accept (or re-enter) and work, within the run's hard timeout; every way it can
+        stop ends in an outcome: timed out, cancelled, parked or failed."""
+        report, children = self._report, self._children
+        try:
+            if run.resumed:
+                await self._reenter(run)
+            elif not await self._accept(run):
+                return
+            self._arm(run)
+            if run.parent is not None and run.clock.deadline >= run.parent.clock.deadline:
+                # no earlier deadline than its parent's: the parent's timeout cancels it
+                await self._work(run)
+                return
+            window = asyncio.timeout_at(run.clock.deadline)
+            try:
+                async with window:
+                    await self._work(run)
+            except TimeoutError:
+                if not window.expired():
+                    raise
+                await children.stop(run, f"Cancelled: parent run {run.run_id} timed out.")
+                await report.end(run, RunState.TIMEOUT, error={
+                    "code": ErrorCode.TIMEOUT.value,
+                    "message": f"The run hit its hard timeout of {run.clock.timeout_s:g} s before "
+                               f"returning a result; its unfinished children were cancelled."})
+        except asyncio.CancelledError:
+            await children.stop(run, f"Cancelled: parent run {run.run_id} was cancelled.")
+            await report.end(run, RunState.CANCELLED, error=run.cancel_error())
+        except RunParked as parked:
+            await report.park(run, parked.request)
+        except ProtocolError as exc:
+            await children.stop(run, f"Cancelled: parent run {run.run_id} failed.")
+            await report.end(run, RunState.FAILED, error=exc.as_dict())
+        except Exception as exc:
+            logger.exception("run %s failed unexpectedly", run.run_id)
+            await children.stop(run, f"Cancelled: parent run {run.run_id} failed.")
+            await report.end(run, RunState.FAILED, error={
+                "code": ErrorCode.TOOL_FAILURE.value,
+                "message": f"The run failed unexpectedly ({type(exc).__name__}: {str(exc)[:300]})."})
+
+    # -- accept -----------------------------------------------------------------------------
+
+    async def _accept(self, run: ActiveRun) -> bool:
+        """PENDING -> ACCEPTED -> WORKING, or REJECTED (False)."""
+        report, scope = self._report, run.scope
+        run.state = RunState.PENDING
+        await report.emit(run.run_id, _STATE, {
+            "state": "PENDING", "previous": None, "depth": run.depth, "label": run.label,
+            "parent_run_id": run.parent.run_id if run.parent is not None else None,
+            "root_run_id": run.root_id})
+        if scope.reject is not None:
+            await report.end(run, RunState.REJECTED, error=scope.reject.as_dict())
+            return False
+        packet = scope.packet
+        assert packet is not None
+        if scope.skill is None and packet.skill and self.skills is not None:
+            scope.skill = await self.skills(packet.skill)
+            if scope.skill is None:
+                await report.end(run, RunState.REJECTED, error={
+                    "code": ErrorCode.INVALID_PACKET.value,
+                    "message": f"Skill '{packet.skill}' is not in the registry; import it or "
+                               f"name an existing skill@version."})
+                return False
+            packet = scope.packet = merge_skill(packet, scope.skill)
+            if scope.requested is not None:
+                scope.requested = merge_skill(scope.requested, scope.skill)
+        findings = lint_packet(scope.requested or packet, scope.parent_view, max_depth=self.settings.max_depth,
+                               approval_required=self.settings.approval_required, **self._lint_limits)
+        scope.max_depth = min(packet.max_depth, self.settings.max_depth)
+        scope.findings = findings
+        error = rejection(findings, input_issues(scope.skill, packet))
+        if error is not None:
+            await report.end(run, RunState.REJECTED, error=error)
+            return False
+        # the run keeps the narrowed scope from here on (lint saw what was asked for)
+        scope.requested = None
+        if packet.budget is not scope.budget or packet.capabilities != scope.capabilities:
+            packet = scope.packet = packet.model_copy(update={
+                "budget": scope.budget, "capabilities": list(scope.capabilities)})
+        settle_limits(scope, run.clock, depth=run.depth, default_timeout_s=self.settings.default_timeout_s)
+        run.checkpoint_base = None
+        await report.set_state(run, RunState.ACCEPTED,
+                               {"findings": [f.as_dict() for f in findings]} if findings else None)
+        run.chat.messages = initial_messages(packet, scope.packet_dict())
+        await report.set_state(run, RunState.WORKING)
+        return True
+
+    def _arm(self, run: ActiveRun) -> None:
+        """Deadline, token and tools for the time the run works in this process; time spent
+        parked does not count, and a child's deadline never passes its parent's."""
+        clock = run.clock
+        now = asyncio.get_running_loop().time()
+        clock.started_at = now
+        deadline = now + max(0.0, clock.timeout_s - clock.elapsed_before)
+        if run.parent is not None:
+            deadline = min(deadline, run.parent.clock.deadline)
+        clock.deadline = deadline
+        grant(run, self.settings)
+
+    async def _reenter(self, run: ActiveRun) -> None:
+        if run.state is RunState.AWAITING_APPROVAL:
+            if run.attempts.asked:
+                # parked on its own question: the state changes once the gate answers it,
+                # not before, so a decision still pending leaves no trace
+                return
+            await self._report.set_state(run, RunState.WORKING, {"resumed": True})
+        else:
+            await self._report.emit(run.run_id, _LOG, {
+                "level": "info", "message": f"Resumed from the checkpoint in state {run.state}."})
+
+    # -- work -------------------------------------------------------------------------------
+
+    async def _work(self, run: ActiveRun) -> None:
+        """Model turns until one finishes the run (at most ``max_iterations`` model calls)."""
+        chat, model = run.chat, self._model
+        while True:
+            if chat.turn is None:
+                if run.state is RunState.AWAITING_APPROVAL:
+                    # resumed, and the turn that asked did not ask again: working anyway
+                    run.attempts.asked.clear()
+                    await self._report.set_state(run, RunState.WORKING, {"resumed": True})
+                if chat.iteration >= run.scope.max_iterations:
+                    raise ProtocolError(
+                        ErrorCode.RESOURCE_EXHAUSTED,
+                        f"The run used all {run.scope.max_iterations} iterations (max_iterations) "
+                        f"without returning a result.")
+                check_hard_limits(run, before_call=True)
+                if chat.inbox:
+                    await model.deliver_messages(run)
+                await model.call(run)
+                check_hard_limits(run, before_call=False)
+            await model.check_soft_threshold(run)
+            if await self._process_turn(run):
+                return
+
+    async def _process_turn(self, run: ActiveRun) -> bool:
+        """Handle the model turn in hand; True when the run has finished.
+
+        When the text holds the packet's ``termination_trigger`` the run ends with this
+        turn: tool calls other than ``yield_control`` are not executed, and the answer is
+        the ``yield_control`` call, else the text before the trigger (no correction turn).
+        """
+        turn, packet = run.chat.turn, run.scope.packet
+        assert turn is not None and packet is not None
+        calls = turn.calls
+        trigger = packet.termination_trigger
+        triggered = trigger is not None and trigger != "" and trigger in turn.text
+        yield_call: ToolCall | None = None
+        work: list[ToolCall] = []
+        for call in calls:
+            if call.name == YIELD_CONTROL:
+                if yield_call is None:
+                    yield_call = call
+            else:
+                work.append(call)
+        if work and not triggered:
+            await self._execute(run, work)
+        judge = self._judge
+        if turn.finish == FINISH_WITH_CHILDREN and yield_call is None and not triggered:
+            return await judge.conclude(run, children_result(turn, work), None, False)
+        if yield_call is not None:
+            return await judge.conclude(run, yield_call.arguments, yield_call, triggered)
+        if triggered or not calls:
+            answer = turn.text.split(trigger, 1)[0] if triggered and trigger else turn.text
+            return await judge.conclude(run, answer, None, triggered)
+        run.chat.answer_turn()
+        run.chat.next_turn()
+        await self._report.save(run)
+        return False
+
+    async def _execute(self, run: ActiveRun, calls: list[ToolCall]) -> None:
+        """Run the turn's tool calls: others in order, then every delegate_task concurrently."""
+        turn = run.chat.turn
+        assert turn is not None
+        delegations = []
+        for call in calls:
+            if call.name == DELEGATE_TASK:
+                delegations.append(call)
+            elif call.id not in turn.completed:
+                await self._tools.run(run, call)
+        if delegations:
+            await self._children.delegate(run, delegations)

@@ -1,0 +1,135 @@
+"""Tool dispatch: a model's tool call run in its run's scope.
+
+Every capability tool is checked against the run's capability token first; a call out of
+scope is refused (ERR_CONSTRAINT_VIOLATION, recorded as a failed tool result and an
+``error`` event). Approval-required capabilities go through the gate, and
+``request_capability`` asks a person for one the run lacks (never beyond its parent's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..adapters.base import ToolCall
+from ..approvals import ApprovalDecision, ApprovalKind, RunParked
+from ..capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES, verify_token
+from ..errors import ErrorCode, ProtocolError
+from ..events import EventType
+from ..tools import REQUEST_CAPABILITY, RUNTIME_TOOLS, ToolContext
+from .acceptance import grant
+from .questions import Questions, awaits_decision
+from .reporting import Reporter
+from .settings import RunnerSettings
+from .state import ActiveRun
+
+logger = logging.getLogger(__name__)
+
+_TOOL_CALL = EventType.TOOL_CALL.value
+_TOOL_RESULT = EventType.TOOL_RESULT.value
+_ERROR = EventType.ERROR.value
+
+_HIGH_RISK = frozenset({"file_delete", "financial_tx"})
+
+
+class ToolCalls:
+    """Runs the tool calls of a run's turn (all but ``yield_control`` and ``delegate_task``)."""
+
+    def __init__(self, settings: RunnerSettings, reporter: Reporter, questions: Questions) -> None:
+        self.settings = settings
+        self.reporter = reporter
+        self.questions = questions
+
+    async def run(self, run: ActiveRun, call: ToolCall) -> None:
+        """Run ``call`` and record its result in the turn (checkpointed before it is reported).
+        A tool that fails gives a failed result, never an exception."""
+        turn = run.chat.turn
+        assert turn is not None
+        emit = self.reporter.emit
+        if not run.attempts.asked or not awaits_decision(run, call.id):
+            await emit(run.run_id, _TOOL_CALL, {"id": call.id, "name": call.name, "arguments": call.arguments})
+        scope_error = False
+        try:
+            result = await self._dispatch(run, call)
+            record: dict[str, Any] = {"name": call.name, "ok": True, "result": result}
+        except ProtocolError as exc:
+            record = {"name": call.name, "ok": False, "error": exc.as_dict()}
+            scope_error = exc.code is ErrorCode.CONSTRAINT_VIOLATION and not exc.details.get("refused_by_person")
+        except (RunParked, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            logger.exception("tool %s failed in run %s", call.name, run.run_id)
+            record = {"name": call.name, "ok": False, "error": {
+                "code": ErrorCode.TOOL_FAILURE.value,
+                "message": f"Tool {call.name} failed: {type(exc).__name__}: {str(exc)[:300]}"}}
+        turn.completed[call.id] = record
+        await self.reporter.save(run)
+        await emit(run.run_id, _TOOL_RESULT, {"id": call.id, **record})
+        if scope_error:
+            await emit(run.run_id, _ERROR, {**record["error"], "tool": call.name, "call_id": call.id})
+
+    async def _dispatch(self, run: ActiveRun, call: ToolCall) -> dict[str, Any]:
+        if call.name == REQUEST_CAPABILITY:
+            return await self._request_capability(run, call)
+        tool = RUNTIME_TOOLS.get(call.name)
+        if tool is None:
+            offered = ", ".join(schema["name"] for schema in run.scope.tools)
+            raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
+                                f"There is no tool '{call.name}' for this run. Tools offered: {offered}.")
+        settings = self.settings
+        verify_token(settings.token_key, run.scope.token, capability=tool.capability)
+        if tool.capability == "subprocess_exec" and not settings.subprocess_enabled:
+            raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
+                                "run_command is switched off on this server (subprocess_enabled).")
+        arguments = call.arguments
+        if tool.capability in settings.approval_required:
+            decision = await self.questions.ask(
+                run, ApprovalKind.CAPABILITY, call.id,
+                f"Run {run.label or run.run_id} wants to {call.name} ({tool.capability})",
+                {"tool": call.name, "capability": tool.capability, "arguments": arguments,
+                 "call_id": call.id, "description": CAPABILITY_DESCRIPTIONS.get(tool.capability, "")},
+                "high" if tool.capability in _HIGH_RISK else "medium")
+            _raise_unless_allowed(decision)
+            if decision.edited_arguments is not None:
+                arguments = decision.edited_arguments
+        context = ToolContext(
+            workspace=Path(run.workspace), read_max_bytes=settings.read_max_bytes,
+            http_max_bytes=settings.http_max_bytes, http_timeout_s=settings.http_timeout_s,
+            command_timeout_s=settings.command_timeout_s)
+        return await tool.run(context, arguments)
+
+    async def _request_capability(self, run: ActiveRun, call: ToolCall) -> dict[str, Any]:
+        capability = call.arguments.get("capability")
+        reason = call.arguments.get("reason", "")
+        if not isinstance(capability, str) or capability not in KNOWN_CAPABILITIES:
+            raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
+                                f"Unknown capability {capability!r}; known: {', '.join(sorted(KNOWN_CAPABILITIES))}.")
+        scope = run.scope
+        if capability in scope.capabilities:
+            return {"capability": capability, "granted": True, "note": "already in scope"}
+        ceiling = run.parent.scope.capabilities if run.parent is not None else scope.ceiling
+        if ceiling is not None and capability not in ceiling:
+            raise ProtocolError(
+                ErrorCode.CONSTRAINT_VIOLATION,
+                f"Capability '{capability}' is outside the parent's scope; capabilities only "
+                f"shrink down the delegation chain, so it cannot be granted here.")
+        decision = await self.questions.ask(
+            run, ApprovalKind.CAPABILITY_REQUEST, call.id,
+            f"Run {run.label or run.run_id} asks for capability {capability}",
+            {"capability": capability, "reason": reason, "call_id": call.id,
+             "description": CAPABILITY_DESCRIPTIONS.get(capability, "")},
+            "high" if capability in _HIGH_RISK else "medium")
+        _raise_unless_allowed(decision)
+        scope.capabilities = [*scope.capabilities, capability]
+        grant(run, self.settings)
+        granted_tools = [tool.name for tool in RUNTIME_TOOLS.values() if tool.capability == capability]
+        return {"capability": capability, "granted": True, "tools": granted_tools}
+
+
+def _raise_unless_allowed(decision: ApprovalDecision) -> None:
+    if not decision.allows:
+        raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
+                            f"Refused by a person: {decision.comment or 'no reason given'}.",
+                            details={"refused_by_person": True})
