@@ -49,7 +49,8 @@ PARENT_SCHEMA = {"children": "array"}
 
 
 def child_args(name, leaf):
-    """delegate_task arguments for one child (seed 000 fields plus contract parts)."""
+    """delegate_task arguments for one child (the hand-off protocol's fields plus contract
+    parts)."""
     return {"subagent_type": "researcher", "label": name,
             "instruction_set": "Do the task and hand the answer back with yield_control.",
             "goal": "Answer the question", "input_data": {"input": "do the task"},

@@ -8,7 +8,7 @@ ANSWER = {"answer": 42}
 
 
 def packet(**overrides: Any) -> dict[str, Any]:
-    """A delegation that lints without errors (seed 003's contract parts are all there)."""
+    """A delegation that lints without errors (every delegation contract part is there)."""
     base: dict[str, Any] = {
         "goal": "Compare three caching options and answer with the best one",
         "subagent_type": "researcher",

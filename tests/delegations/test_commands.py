@@ -46,7 +46,7 @@ def test_a_successful_run_exits_0_and_prints_json_events_ending_with_the_result(
     assert {line["run_id"] for line in lines} == {run.pk, run.children.get().pk}
 
 
-def test_any_seed_dialect_is_accepted_and_adapter_config_may_come_from_a_file(tmp_path: Path) -> None:
+def test_any_dialect_is_accepted_and_adapter_config_may_come_from_a_file(tmp_path: Path) -> None:
     spawn = {"task": "Compare three caching options", "label": "cache-study", "runTimeoutSeconds": 60,
              "cleanup": "keep"}
     packet = write(tmp_path, "spawn.json", spawn)

@@ -113,7 +113,8 @@ def delegate_args(label: str, **extra: Any) -> dict[str, Any]:
 
 
 def root_packet(**fields: Any) -> dict[str, Any]:
-    """A well-formed root contract (seed 003 parts present, so lint has no errors)."""
+    """A well-formed root contract (every delegation contract part present, so lint
+    has no errors)."""
     packet: dict[str, Any] = {
         "goal": "Answer the question and hand back the answer",
         "instruction_set": "You coordinate subagents.",

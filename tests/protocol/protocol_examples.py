@@ -640,19 +640,3 @@ OPENCLAW_ANNOUNCE_ERROR: dict[str, Any] = {
     "error": "GitHub API returned 403 (rate limited)",
     "runtimeSeconds": 3.2,
 }
-
-
-# =========================================================================================
-# the names these examples had before, still imported by other tests (test_runner,
-# test_manifest, test_schemas, test_tool_schemas, tests/skills/factories); drop each once
-# nothing uses it
-# =========================================================================================
-
-SEED000_DELEGATE_TASK_TEXT = HANDOFF_DELEGATE_TASK_TEXT
-SEED000_YIELD_CONTROL_TEXT = HANDOFF_YIELD_CONTROL_TEXT
-SEED000_MANIFEST = HANDOFF_MANIFEST
-SEED000_DELEGATE_TASK_ARGS = HANDOFF_DELEGATE_TASK_ARGS
-SEED000_SUCCESS_RESPONSE = HANDOFF_SUCCESS_RESPONSE
-SEED000_PARTIAL_RESPONSE = HANDOFF_PARTIAL_RESPONSE
-SEED001_RESULT_BLOCK = AGLOOP_RESULT_BLOCK
-SEED003_CONTRACT = DELEGATION_CONTRACT

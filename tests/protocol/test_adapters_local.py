@@ -31,8 +31,8 @@ from delegations.protocol.tool_schemas import (
     yield_control_for,
 )
 
-DELEGATE_TASK = DELEGATE_TASK_TOOL  # seed 000 verbatim
-YIELD_CONTROL = YIELD_CONTROL_TOOL  # seed 000 verbatim, quirks included
+DELEGATE_TASK = DELEGATE_TASK_TOOL  # the hand-off protocol's, verbatim
+YIELD_CONTROL = YIELD_CONTROL_TOOL  # the hand-off protocol's, verbatim, quirks included
 TOOLS = [YIELD_CONTROL, DELEGATE_TASK]
 MESSAGES = [
     {"role": "system", "content": "You are a researcher subagent. Finish with yield_control."},

@@ -1,4 +1,7 @@
-"""Budgets shrink down the delegation chain and every model call is metered (seed 003)."""
+"""Budgets shrink down the delegation chain and every model call is metered.
+
+Budgets are the resource boundaries of delegation contracts.
+"""
 
 from __future__ import annotations
 

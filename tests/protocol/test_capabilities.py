@@ -1,4 +1,7 @@
-"""Capabilities shrink down the chain; tokens are signed, scoped and expire (seeds 000, 003)."""
+"""Capabilities shrink down the chain; tokens are signed, scoped and expire.
+
+The capabilities are those of the hand-off protocol and of delegation contracts.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ def refusal(call: Callable[[], object]) -> ProtocolError:
 # -- catalogue and approval -----------------------------------------------------------------
 
 
-def test_the_seed_000_approval_capabilities_need_explicit_approval() -> None:
+def test_the_hand_off_protocols_approval_capabilities_need_explicit_approval() -> None:
     assert frozenset({"network_outbound", "file_delete", "financial_tx"}) \
         == APPROVAL_REQUIRED_CAPABILITIES
     assert requires_approval("network_outbound")
@@ -64,7 +67,7 @@ def test_the_approval_set_can_be_configured() -> None:
     assert not requires_approval("file_delete", approval_required=set())
 
 
-def test_every_seed_capability_is_known_with_a_one_line_description() -> None:
+def test_every_protocol_capability_is_known_with_a_one_line_description() -> None:
     for name in ("fs_read", "fs_write", "file_delete", "network_outbound", "subprocess_exec",
                  "financial_tx", "ast_parsing", "search"):
         assert name in KNOWN_CAPABILITIES

@@ -1,4 +1,7 @@
-"""Seed 000 File Edit Format: unified diffs and Targeted Replace Blocks, applied all or nothing."""
+"""File edits, applied all or nothing: unified diffs and Targeted Replace Blocks.
+
+Both forms are the hand-off protocol's File Edit Format.
+"""
 
 from __future__ import annotations
 
@@ -115,7 +118,7 @@ def test_a_hunk_without_file_headers_is_refused() -> None:
 
 # -- parsing replace blocks -----------------------------------------------------------------
 
-SEED_BLOCKS = """FILE: src/auth.py
+REPLACE_BLOCKS = """FILE: src/auth.py
 REPLACE_START
     return check(user)
 REPLACE_WITH
@@ -137,7 +140,7 @@ REPLACE_END
 
 
 def test_it_parses_several_targeted_replace_blocks() -> None:
-    parsed = parse_edits(SEED_BLOCKS)
+    parsed = parse_edits(REPLACE_BLOCKS)
     assert parsed == [
         ReplaceBlock("src/auth.py", "    return check(user)",
                      "    return check(user, strict=True)"),
@@ -186,13 +189,13 @@ def test_it_applies_a_multi_file_diff_and_reports_each_files_change(workspace: P
 
 
 def test_it_applies_replace_blocks_in_order(workspace: Path) -> None:
-    outcomes = apply_edits(workspace, parse_edits(SEED_BLOCKS))
+    outcomes = apply_edits(workspace, parse_edits(REPLACE_BLOCKS))
     assert (workspace / "src/utils.py").read_text() == "A = 100\nB = 200\n"
     assert "strict=True" in (workspace / "src/auth.py").read_text()
     assert len(outcomes) == 2  # one outcome per file, however many blocks
 
 
-def test_it_accepts_the_seeds_absolute_path_when_it_lies_inside_the_workspace(
+def test_it_accepts_the_protocols_absolute_path_when_it_lies_inside_the_workspace(
         workspace: Path) -> None:
     absolute = (workspace / "src" / "utils.py").resolve()
     outcomes = apply_edits(
@@ -203,7 +206,7 @@ def test_it_accepts_the_seeds_absolute_path_when_it_lies_inside_the_workspace(
 
 def test_a_dry_run_returns_the_diffs_and_writes_nothing(workspace: Path) -> None:
     before = snapshot(workspace)
-    outcomes = apply_edits(workspace, parse_edits(TWO_FILE_DIFF + SEED_BLOCKS.replace(
+    outcomes = apply_edits(workspace, parse_edits(TWO_FILE_DIFF + REPLACE_BLOCKS.replace(
         "src/auth.py", "src/new.py").replace("    return check(user)", "")), dry_run=True)
     assert snapshot(workspace) == before
     assert {outcome.path: outcome.created for outcome in outcomes} == {

@@ -1,4 +1,4 @@
-"""Lifecycle: seed 002's states plus AWAITING_APPROVAL and CANCELLED; illegal moves raise."""
+"""Lifecycle: HandoffPackage states plus AWAITING_APPROVAL and CANCELLED; illegal moves raise."""
 
 from __future__ import annotations
 

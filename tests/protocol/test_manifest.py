@@ -55,9 +55,9 @@ def instruction_skill(**changes: Any) -> dict[str, Any]:
     return manifest(entry_point="INSTRUCTIONS.md", subagent_type="reviewer", **changes)
 
 
-# --- the seed's manifest ---------------------------------------------------------------------
+# --- the hand-off protocol's example manifest ------------------------------------------------
 
-def test_the_seed_000_manifest_loads_with_normalized_schemas() -> None:
+def test_the_hand_off_protocols_example_manifest_loads_with_normalized_schemas() -> None:
     skill = load_manifest(HANDOFF_MANIFEST)
     assert skill.ref == "SourceCodeAalyzer@1.2.0"
     assert skill.input_schema["required"] == ["repo_path", "strict_mode"]
@@ -67,7 +67,7 @@ def test_the_seed_000_manifest_loads_with_normalized_schemas() -> None:
     assert skill.unknown_capabilities == []
 
 
-def test_the_seeds_script_entry_point_is_accepted_with_a_warning() -> None:
+def test_the_example_manifests_script_entry_point_is_accepted_with_a_warning() -> None:
     skill = load_manifest(HANDOFF_MANIFEST)
     assert skill.entry.kind is EntryPointKind.SCRIPT
     assert skill.entry.path == "analyze.py"

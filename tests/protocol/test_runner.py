@@ -20,10 +20,10 @@ from delegations.protocol.runner import Runner, RunnerSettings
 
 from .conftest import busy_turn, call_turn, delegate_args, root_packet, yield_turn
 from .protocol_examples import (
-    SEED000_DELEGATE_TASK_ARGS,
-    SEED000_SUCCESS_RESPONSE,
-    SEED001_RESULT_BLOCK,
-    SEED003_CONTRACT,
+    AGLOOP_RESULT_BLOCK,
+    DELEGATION_CONTRACT,
+    HANDOFF_DELEGATE_TASK_ARGS,
+    HANDOFF_SUCCESS_RESPONSE,
 )
 
 
@@ -41,7 +41,7 @@ def child_ids(sink: MemorySink, run_id: str) -> list[str]:
 
 async def test_a_leaf_run_goes_pending_accepted_working_complete_with_its_yielded_result(
         runner: Runner, sink: MemorySink) -> None:
-    adapter = ScriptedAdapter({"script": [yield_turn(SEED000_SUCCESS_RESPONSE["output_payload"])]})
+    adapter = ScriptedAdapter({"script": [yield_turn(HANDOFF_SUCCESS_RESPONSE["output_payload"])]})
     outcome = await runner.start(parse_packet(root_packet()), adapter=adapter)
     assert outcome.state is RunState.COMPLETE
     assert outcome.result is not None and outcome.result.status is ResultStatus.SUCCESS
@@ -56,7 +56,7 @@ async def test_a_leaf_run_goes_pending_accepted_working_complete_with_its_yielde
 
 
 async def test_a_packet_in_any_protocol_spelling_is_parsed_before_it_runs(runner: Runner) -> None:
-    packet = copy.deepcopy(SEED003_CONTRACT)
+    packet = copy.deepcopy(DELEGATION_CONTRACT)
     packet["completionCriteria"] = []
     adapter = ScriptedAdapter({"script": [yield_turn({"riskMatrix": [
         {"solution": "A", "risk": "isolation", "source": "tool:metrics-query"}]})]})
@@ -262,7 +262,7 @@ async def test_a_corrected_result_is_accepted(runner: Runner) -> None:
 
 async def test_an_answer_that_is_neither_a_tool_call_nor_a_result_gets_the_correction_turn(
         runner: Runner) -> None:
-    adapter = ScriptedAdapter({"script": [{"text": "I think it is 42."}, {"text": SEED001_RESULT_BLOCK}]})
+    adapter = ScriptedAdapter({"script": [{"text": "I think it is 42."}, {"text": AGLOOP_RESULT_BLOCK}]})
     outcome = await runner.start(parse_packet(root_packet()), adapter=adapter)
     assert outcome.state is RunState.COMPLETE
     assert outcome.result is not None and outcome.result.dialect == "result_block"
@@ -271,7 +271,7 @@ async def test_an_answer_that_is_neither_a_tool_call_nor_a_result_gets_the_corre
 
 async def test_a_result_without_evidence_is_rejected_when_the_criteria_demand_sources(
         runner: Runner) -> None:
-    packet = copy.deepcopy(SEED003_CONTRACT)
+    packet = copy.deepcopy(DELEGATION_CONTRACT)
     matrix = {"riskMatrix": [{"solution": "A", "risk": "isolation", "source": "tool:metrics-query"}]}
     adapter = ScriptedAdapter({"script": [yield_turn(matrix), yield_turn(matrix)]})
     outcome = await runner.start(packet, adapter=adapter)
@@ -283,7 +283,7 @@ async def test_a_result_without_evidence_is_rejected_when_the_criteria_demand_so
 
 
 async def test_a_result_with_the_evidence_the_criteria_demand_is_accepted(runner: Runner) -> None:
-    packet = copy.deepcopy(SEED003_CONTRACT)
+    packet = copy.deepcopy(DELEGATION_CONTRACT)
     matrix = {"riskMatrix": [{"solution": "A", "risk": "isolation", "source": "tool:metrics-query"}]}
     evidence = [{"source": "tool:metrics-query", "artifact_id": "art_123"},
                 {"source": "tool:docs-search", "artifact_id": "art_124"}]
@@ -353,7 +353,7 @@ async def test_the_termination_trigger_ends_the_run_with_the_text_as_summary(
 
 
 async def test_the_termination_trigger_still_reads_a_result_block_before_it(runner: Runner) -> None:
-    adapter = ScriptedAdapter({"script": [{"text": SEED001_RESULT_BLOCK + "\nDONE"}]})
+    adapter = ScriptedAdapter({"script": [{"text": AGLOOP_RESULT_BLOCK + "\nDONE"}]})
     outcome = await runner.start(parse_packet(root_packet(termination_trigger="DONE")), adapter=adapter)
     assert outcome.state is RunState.COMPLETE
     assert outcome.result is not None and outcome.result.dialect == "result_block"
@@ -510,10 +510,10 @@ async def test_an_unexpected_exception_becomes_a_failed_run_not_a_crash(runner: 
 
 async def test_a_hand_off_protocol_delegate_task_call_spawns_a_child_with_its_announce_as_the_tool_result(
         runner: Runner, sink: MemorySink) -> None:
-    arguments = {**SEED000_DELEGATE_TASK_ARGS}
+    arguments = {**HANDOFF_DELEGATE_TASK_ARGS}
     adapter = ScriptedAdapter({
         "script": [call_turn("delegate_task", arguments), yield_turn({"price": 175.22})],
-        "children": {"researcher": {"script": [yield_turn(SEED000_SUCCESS_RESPONSE["output_payload"])]}}})
+        "children": {"researcher": {"script": [yield_turn(HANDOFF_SUCCESS_RESPONSE["output_payload"])]}}})
     outcome = await runner.start(parse_packet(root_packet()), adapter=adapter)
     assert outcome.state is RunState.COMPLETE
     tool_message = adapter.received[1][-1]
@@ -529,9 +529,9 @@ async def test_a_hand_off_protocol_delegate_task_call_spawns_a_child_with_its_an
 async def test_input_data_is_checked_against_the_skills_input_schema(runner: Runner, sink: MemorySink) -> None:
     from delegations.protocol.manifest import load_manifest
 
-    from .protocol_examples import SEED000_MANIFEST
+    from .protocol_examples import HANDOFF_MANIFEST
 
-    skill = load_manifest(SEED000_MANIFEST)
+    skill = load_manifest(HANDOFF_MANIFEST)
     packet = parse_packet(root_packet(input_data={"repo_path": 3}))
     outcome = await runner.start(packet, adapter=ScriptedAdapter({"script": [yield_turn()]}), skill=skill)
     assert outcome.state is RunState.REJECTED
@@ -542,9 +542,9 @@ async def test_input_data_is_checked_against_the_skills_input_schema(runner: Run
 async def test_a_skill_gives_its_output_schema_and_capabilities_to_the_run(runner: Runner, sink: MemorySink) -> None:
     from delegations.protocol.manifest import load_manifest
 
-    from .protocol_examples import SEED000_MANIFEST
+    from .protocol_examples import HANDOFF_MANIFEST
 
-    skill = load_manifest(SEED000_MANIFEST)
+    skill = load_manifest(HANDOFF_MANIFEST)
     packet = parse_packet(root_packet(input_data={"repo_path": "/src", "strict_mode": True}))
     good = yield_turn({"vulnerabilities": [], "sloc": 1200})
     adapter = ScriptedAdapter({"script": [yield_turn({"sloc": "many"}), good]})
@@ -559,13 +559,13 @@ async def test_a_packet_naming_a_skill_is_resolved_through_the_registry(
         sink: MemorySink, store: MemoryCheckpointStore, settings: RunnerSettings) -> None:
     from delegations.protocol.manifest import SkillManifest, load_manifest
 
-    from .protocol_examples import SEED000_MANIFEST
+    from .protocol_examples import HANDOFF_MANIFEST
 
     asked: list[str] = []
 
     async def registry(ref: str) -> SkillManifest | None:
         asked.append(ref)
-        return load_manifest(SEED000_MANIFEST) if ref == "SourceCodeAalyzer@1.2.0" else None
+        return load_manifest(HANDOFF_MANIFEST) if ref == "SourceCodeAalyzer@1.2.0" else None
 
     runner = Runner(sink=sink, gate=AutoGate(), checkpoints=store, settings=settings, skills=registry)
     known = parse_packet(root_packet(skill="SourceCodeAalyzer@1.2.0", input_data={"repo_path": 1}))

@@ -1,4 +1,7 @@
-"""Schemas: seed 000's shorthand becomes JSON Schema; schemas and instances are checked."""
+"""Schemas: shorthand becomes JSON Schema; schemas and instances are checked.
+
+The shorthand is the hand-off protocol's, as its skill manifests write schemas.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from delegations.protocol.schemas import (
 from .protocol_examples import HANDOFF_MANIFEST, HANDOFF_SUCCESS_RESPONSE
 
 
-def test_the_seed_000_input_shorthand_becomes_an_object_schema_with_every_key_required() -> None:
+def test_the_hand_off_input_shorthand_becomes_an_object_schema_with_every_key_required() -> None:
     assert normalize_schema(HANDOFF_MANIFEST["input_schema"]) == {
         "type": "object",
         "properties": {"repo_path": {"type": "string"}, "strict_mode": {"type": "boolean"}},
@@ -28,7 +31,7 @@ def test_the_seed_000_input_shorthand_becomes_an_object_schema_with_every_key_re
     }
 
 
-def test_the_seed_000_output_shorthand_validates_a_matching_output() -> None:
+def test_the_hand_off_output_shorthand_validates_a_matching_output() -> None:
     schema = normalize_schema(HANDOFF_MANIFEST["output_schema"])
     assert validate_instance(schema, {"vulnerabilities": [], "sloc": 1200}) == []
     issues = validate_instance(schema, {"vulnerabilities": "none"}, "output_payload")

@@ -1,4 +1,4 @@
-"""The protocol's tools: seed 000's definitions verbatim, and valid function tools for models."""
+"""The hand-off protocol's tools: its definitions verbatim, and valid function tools for models."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from delegations.protocol.tool_schemas import (
     model_tool,
     yield_control_for,
 )
-from tests.protocol import protocol_examples as seeds
+from tests.protocol import protocol_examples as examples
 
 
 def validator(tool: dict[str, Any]) -> Draft202012Validator:
@@ -29,12 +29,12 @@ def validator(tool: dict[str, Any]) -> Draft202012Validator:
     return Draft202012Validator(tool["parameters"])
 
 
-def test_delegate_task_is_exactly_as_seed_000_prints_it() -> None:
-    assert json.loads(seeds.HANDOFF_DELEGATE_TASK_TEXT) == DELEGATE_TASK_TOOL
+def test_delegate_task_is_exactly_as_the_hand_off_protocol_prints_it() -> None:
+    assert json.loads(examples.HANDOFF_DELEGATE_TASK_TEXT) == DELEGATE_TASK_TOOL
 
 
-def test_yield_control_is_exactly_as_seed_000_prints_it_quirks_included() -> None:
-    assert json.loads(seeds.HANDOFF_YIELD_CONTROL_TEXT) == YIELD_CONTROL_TOOL
+def test_yield_control_is_exactly_as_the_hand_off_protocol_prints_it_quirks_included() -> None:
+    assert json.loads(examples.HANDOFF_YIELD_CONTROL_TEXT) == YIELD_CONTROL_TOOL
     assert YIELD_CONTROL_TOOL["required"] == ["status", "output_payload"]
     assert "properties" not in YIELD_CONTROL_TOOL["parameters"]
 
@@ -76,17 +76,19 @@ def test_nullable_becomes_a_null_type() -> None:
     assert error_report == {"type": ["object", "null"]}
 
 
-def test_converting_leaves_the_seed_form_untouched() -> None:
+def test_converting_leaves_the_protocol_form_untouched() -> None:
     before = json.dumps(YIELD_CONTROL_TOOL, sort_keys=True)
     converted = as_json_schema_tool(YIELD_CONTROL_TOOL)
     converted["parameters"]["properties"]["status"]["enum"].append("X")
     assert json.dumps(YIELD_CONTROL_TOOL, sort_keys=True) == before
 
 
-@pytest.mark.parametrize("response", [seeds.HANDOFF_SUCCESS_RESPONSE, seeds.HANDOFF_PARTIAL_RESPONSE,
+@pytest.mark.parametrize("response", [examples.HANDOFF_SUCCESS_RESPONSE,
+                                      examples.HANDOFF_PARTIAL_RESPONSE,
                                       {"status": "FAILURE", "output_payload": {},
                                        "error_report": None}])
-def test_seed_000s_responses_are_valid_yield_control_arguments(response: dict[str, Any]) -> None:
+def test_the_hand_off_protocols_responses_are_valid_yield_control_arguments(
+        response: dict[str, Any]) -> None:
     assert validator(as_json_schema_tool(YIELD_CONTROL_TOOL)).is_valid(response)
 
 
@@ -101,9 +103,9 @@ def test_the_model_facing_yield_control_can_ask_for_clarification() -> None:
                                      "output_payload": {"question": "Which currency?"}})
 
 
-def test_the_seeds_delegate_task_arguments_are_valid_for_both_forms() -> None:
+def test_the_hand_off_protocols_delegate_task_arguments_are_valid_for_both_forms() -> None:
     for tool in (as_json_schema_tool(DELEGATE_TASK_TOOL), MODEL_TOOLS["delegate_task"]):
-        assert validator(tool).is_valid(seeds.HANDOFF_DELEGATE_TASK_ARGS)
+        assert validator(tool).is_valid(examples.HANDOFF_DELEGATE_TASK_ARGS)
         assert not validator(tool).is_valid({"subagent_type": "coder", "input_data": {}})
 
 
@@ -117,7 +119,7 @@ def test_the_model_facing_delegate_task_offers_every_subagent_type_and_contract_
 
 
 def test_model_delegate_task_arguments_parse_into_a_packet() -> None:
-    arguments = {**seeds.HANDOFF_DELEGATE_TASK_ARGS, "subagent_type": "verifier",
+    arguments = {**examples.HANDOFF_DELEGATE_TASK_ARGS, "subagent_type": "verifier",
                  "label": "price-check", "expected_output": {"price": "number"},
                  "success_criteria": ["Return a float value"], "timeout_s": 30,
                  "budget": {"max_tokens": 2000}, "capabilities": ["network_outbound"]}
@@ -157,7 +159,7 @@ def test_a_failure_or_a_question_may_still_yield_an_empty_payload() -> None:
         assert check.is_valid({"status": status, "output_payload": {}})
 
 
-def test_without_an_expected_output_yield_control_keeps_seed_000s_payload_schema() -> None:
+def test_without_an_expected_output_yield_control_keeps_the_protocols_payload_schema() -> None:
     assert yield_control_for(None) is MODEL_TOOLS["yield_control"]
     payload = yield_control_for(None)["parameters"]["properties"]["output_payload"]
     assert payload == YIELD_CONTROL_TOOL["parameters"]["output_payload"] == {"type": "object"}

@@ -11,8 +11,8 @@ from typing import Any
 from skills.models import Skill, SkillSource
 from skills.services import skill_import
 
-# seed 000 "Skill Packaging", verbatim (its skill_name spelling included), from the shared
-# seed examples; re-exported for the registry's tests.
+# The hand-off protocol's "Skill Packaging" manifest, verbatim (its skill_name spelling
+# included), from the shared protocol examples; re-exported for the registry's tests.
 from tests.protocol.protocol_examples import HANDOFF_MANIFEST
 
 __all__ = ["HANDOFF_MANIFEST", "INSTRUCTIONS", "add_skill", "bundle", "manifest", "zip_bytes"]
@@ -21,8 +21,8 @@ INSTRUCTIONS = "# Price research\n\nFind the current price and its currency.\n"
 
 
 def manifest(name: str = "price-check", version: str = "1.0.0", **overrides: Any) -> dict[str, Any]:
-    """A valid manifest (seed 000 example 1's research skill) with ``overrides`` applied;
-    an override of None removes the key."""
+    """A valid manifest (the research skill of the hand-off protocol's example 1) with
+    ``overrides`` applied; an override of None removes the key."""
     data: dict[str, Any] = {
         "skill_name": name,
         "version": version,

@@ -30,7 +30,7 @@ def run(*args: str) -> tuple[str, str, CommandError | None]:
 @pytest.fixture
 def skill_folder(tmp_path: Path) -> Path:
     """A folder holding a manifest file, a bundle folder, a zip and an invalid manifest."""
-    (tmp_path / "seed.json").write_text(json.dumps(HANDOFF_MANIFEST))
+    (tmp_path / "handoff-manifest.json").write_text(json.dumps(HANDOFF_MANIFEST))
     folder = tmp_path / "nested" / "price-check"
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps(manifest()))
@@ -51,7 +51,7 @@ def test_import_skills_takes_files_folders_and_zips_and_reports_each(skill_folde
     assert "broken.json" in stderr
     assert "version: 'one' is not a semantic version" in stderr
     assert "capabilities[0]: capability 'file_delete' needs explicit approval" in stderr
-    assert "analyze.py" in stdout  # the seed manifest's warning is shown
+    assert "analyze.py" in stdout  # the hand-off protocol's example manifest warns
     assert error is not None and error.returncode == 1
     assert Skill.objects.get(name="price-check").instructions == "Find the price."
     assert set(Skill.objects.values_list("source", flat=True)) == {"command"}
@@ -61,7 +61,7 @@ def test_import_skills_takes_files_folders_and_zips_and_reports_each(skill_folde
 def test_import_skills_exits_zero_and_skips_what_is_already_there(skill_folder):
     (skill_folder / "broken.json").unlink()
     assert run("import_skills", str(skill_folder))[2] is None
-    stdout, _, error = run("import_skills", str(skill_folder / "seed.json"),
+    stdout, _, error = run("import_skills", str(skill_folder / "handoff-manifest.json"),
                            str(skill_folder / "reviewer.zip"))
     assert error is None
     assert "0 added, 2 skipped, 0 rejected." in stdout
@@ -69,7 +69,7 @@ def test_import_skills_exits_zero_and_skips_what_is_already_there(skill_folder):
 
 
 def test_import_skills_rejects_a_changed_version(skill_folder, tmp_path):
-    run("import_skills", str(skill_folder / "seed.json"))
+    run("import_skills", str(skill_folder / "handoff-manifest.json"))
     changed = tmp_path / "changed.json"
     changed.write_text(json.dumps({**HANDOFF_MANIFEST, "description": "edited"}))
     _, stderr, error = run("import_skills", str(changed))
@@ -127,14 +127,15 @@ def test_the_builtin_research_skill_returns_price_and_currency():
     ("agloop-executor", ["files_modified", "files_deleted", "acceptance_criteria_confirmation",
                          "summary", "warnings"]),
 ])
-def test_the_agloop_skills_carry_seed_001s_output_contracts(name, contract):
-    """Seed 001's expected output contracts, field for field, as required properties."""
+def test_the_agloop_skills_carry_the_agloop_delegation_protocols_output_contracts(name, contract):
+    """The agloop delegation protocol's expected output contracts, field for field, as required
+    properties."""
     built_in = load_bundle(BUILTIN_DIR / name).manifest
     assert built_in.output_schema["required"] == contract
     assert built_in.subagent_type == name.removeprefix("agloop-")
 
 
-def test_the_critic_contract_accepts_seed_001s_verdict_values():
+def test_the_critic_contract_accepts_the_agloop_delegation_protocols_verdict_values():
     from delegations.protocol.schemas import validate_instance
 
     schema = load_bundle(BUILTIN_DIR / "agloop-critic").manifest.output_schema

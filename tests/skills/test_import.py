@@ -37,7 +37,7 @@ def nothing_stored() -> bool:
 
 # -- the service ----------------------------------------------------------------------------
 
-def test_it_imports_seed_000s_manifest_verbatim(composer):
+def test_it_imports_the_hand_off_protocols_example_manifest_verbatim(composer):
     result = skill_import(source=json.dumps(HANDOFF_MANIFEST), origin="upload", created_by=composer)
     skill = result.skill
     assert result.created and skill.ref == "SourceCodeAalyzer@1.2.0"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..budgets import Budget, narrow
 from ..capabilities import issue_token, narrow_capabilities
 from ..errors import ErrorCode, Issue, ProtocolError
-from ..lint import Finding, Severity
+from ..lint import Finding, Severity, rejection_message
 from ..packet import HandoffPacket, SubagentType, parse_packet
 from ..schemas import validate_instance
 from ..tools import offered_tools
@@ -124,11 +124,8 @@ def rejection(findings: list[Finding], issues: list[Issue]) -> dict[str, Any] | 
     errors = [finding for finding in findings if finding.severity == Severity.ERROR]
     if errors:
         scope = any(finding.code in _SCOPE_CODES for finding in errors)
-        first = errors[0]
         return {"code": (ErrorCode.CONSTRAINT_VIOLATION if scope else ErrorCode.INVALID_PACKET).value,
-                "message": f"The delegation was rejected ({len(errors)} lint error"
-                           f"{'s' if len(errors) > 1 else ''}); first: {first.code} at "
-                           f"{first.field}: {first.message}"}
+                "message": rejection_message(errors)}
     if issues:
         return {"code": ErrorCode.INVALID_PACKET.value,
                 "message": f"input_data does not match the skill's input_schema: "

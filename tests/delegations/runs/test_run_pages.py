@@ -189,12 +189,14 @@ def test_a_composer_starts_a_run_from_the_form_and_lands_on_its_page(composer_cl
     assert "Run started" in detail(composer_client, run)
 
 
-def test_the_form_accepts_another_seed_dialect(composer_client, composer, queued_tasks):
-    seed002 = {"taskId": "t-1", "task": {"id": "t-1", "type": "research", "description":
-                                          "Find the best caching option and answer with JSON",
-                                          "requirements": ["JSON is schema-valid"]},
-               "context": {"original_request": "Which cache?"}}
-    response = composer_client.post("/runs/new/", {"packet": json.dumps(seed002), "adapter": "scripted",
+def test_the_form_accepts_another_dialect(composer_client, composer, queued_tasks):
+    handoff_package = {"taskId": "t-1",
+                       "task": {"id": "t-1", "type": "research",
+                                "description": "Find the best caching option and answer with JSON",
+                                "requirements": ["JSON is schema-valid"]},
+                       "context": {"original_request": "Which cache?"}}
+    response = composer_client.post("/runs/new/", {"packet": json.dumps(handoff_package),
+                                                   "adapter": "scripted",
                                                    "adapter_config": json.dumps(scripts.leaf())})
     assert response.status_code == 302
     assert Run.objects.get(owner=composer).goal.startswith("Find the best caching option")
