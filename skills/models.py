@@ -23,6 +23,7 @@ from django.db.models.functions import Lower
 from django.urls import reverse
 
 from delegations.protocol.capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES
+from delegations.protocol.errors import ErrorCode, Issue, ProtocolError
 from delegations.protocol.manifest import (
     MANIFEST_NAME,
     SUBAGENT_TYPES,
@@ -34,6 +35,7 @@ from delegations.protocol.manifest import (
     manifest_json,
     parse_entry_point,
 )
+from delegations.protocol.schemas import validate_instance
 
 from .schema_tables import SchemaRow, schema_rows
 
@@ -201,6 +203,36 @@ class SkillQuerySet(models.QuerySet["Skill"]):
         skill = self.resolve(ref)
         return skill.to_manifest() if skill is not None else None
 
+    def for_run(self, ref: str, input_data: dict[str, Any]) -> Skill:
+        """The skill a run naming ``ref`` executes with (``name@version``, or ``name`` for
+        the latest), its ``input_data`` checked against the skill's input_schema.
+
+        Raises ProtocolError(ERR_INVALID_PACKET) naming the skill and listing every problem:
+        no such skill or version, an instruction file missing from its bundle, input that
+        breaks the input_schema."""
+        skill = self.resolve(ref)
+        if skill is None:
+            message = self._unknown_skill_message(ref.strip())
+            raise ProtocolError(ErrorCode.INVALID_PACKET, message, issues=[Issue("skill", message)])
+        issues = skill.run_issues(input_data)
+        if issues:
+            first = issues[0]
+            raise ProtocolError(ErrorCode.INVALID_PACKET, f"{first.field}: {first.message}",
+                                issues=issues)
+        return skill
+
+    def _unknown_skill_message(self, ref: str) -> str:
+        name, _, version = ref.partition("@")
+        known = [row.version for row in self.versions_of(name)]
+        if not known:
+            return (f"Skill {name!r} is not in the registry; import it first (Skills, \"Import a "
+                    "skill\", or POST /api/skills), or name a registered skill as name@version.")
+        if not version:
+            return (f"Skill {name} has no latest release in the registry (it has "
+                    f"{', '.join(known[:10])}); name one of those as {name}@version.")
+        return (f"Skill {name} has no version {version!r} in the registry (it has "
+                f"{', '.join(known[:10])}); name one of those, or {name} alone for the latest.")
+
     def resolve(self, ref: str) -> Skill | None:
         """``name@version`` exactly, or ``name`` alone for its latest version."""
         name, _, version = ref.strip().partition("@")
@@ -333,8 +365,35 @@ class Skill(models.Model):
         return reverse("skills:detail", args=[self.name])
 
     def to_manifest(self) -> SkillManifest:
-        """The protocol's SkillManifest for this row (what the runner consumes)."""
-        return SkillManifest.model_validate(self.manifest)
+        """The protocol's SkillManifest for this row (what the runner consumes and export
+        writes), carrying the entry point's instruction text."""
+        manifest = SkillManifest.model_validate(self.manifest)
+        if self.instructions and not manifest.instructions:
+            manifest = manifest.model_copy(update={"instructions": self.instructions})
+        return manifest
+
+    @property
+    def instructions_missing(self) -> bool:
+        """An instruction-file entry point whose file was not part of the import: a run
+        would have nothing to follow."""
+        try:
+            entry = parse_entry_point(self.entry_point)
+        except ValueError:
+            return False
+        return entry.kind is EntryPointKind.INSTRUCTIONS and not self.instructions.strip()
+
+    def run_issues(self, input_data: dict[str, Any]) -> list[Issue]:
+        """Why a run of this version with ``input_data`` cannot start (empty when it can)."""
+        issues: list[Issue] = []
+        if self.instructions_missing:
+            issues.append(Issue("skill", (
+                f"skill {self.ref}'s instruction file {self.entry_point} is missing from its "
+                "bundle (only manifest.json was imported); import the bundle with both files "
+                "under a new version, then name that version")))
+        if self.input_schema:
+            issues.extend(Issue(issue.field, f"{issue.message} (skill {self.ref}'s input_schema)")
+                          for issue in validate_instance(self.input_schema, input_data, "input_data"))
+        return issues
 
     @property
     def entry_kind(self) -> str:

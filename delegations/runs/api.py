@@ -215,9 +215,12 @@ def _optional_body(request: HttpRequest, field: str) -> str:
 
 @router.post("", response={201: RunDetailOut}, summary="Start a run")
 def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]]:
-    """From a packet (any dialect) or a saved delegation. 422 when the packet is
-    invalid (with every issue) or the adapter is unknown or misconfigured; a packet with
-    lint errors becomes a REJECTED run whose findings are in the response."""
+    """From a packet (any dialect) or a saved delegation. A packet naming a skill runs
+    the registry's version of it, pinned as ``name@version`` in ``skill``. 422 when the
+    packet is invalid (with every issue), names a skill or version the registry lacks,
+    has input_data the skill's input_schema refuses, or the adapter is unknown or
+    misconfigured; a packet with lint errors becomes a REJECTED run whose findings are in
+    the response."""
     if not can_compose(request.user):
         raise PermissionDenied("Starting runs needs the composer role.")
     if (body.packet is None) == (body.delegation_id is None):

@@ -40,6 +40,7 @@ from delegations.protocol.adapters import make_adapter
 from delegations.protocol.approvals import ApprovalGate
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
+from delegations.protocol.manifest import SkillManifest
 from delegations.protocol.runner import Runner, RunOutcome
 from delegations.runs.approval_gate import DjangoApprovalGate
 from delegations.runs.checkpoints import DjangoCheckpointStore
@@ -47,6 +48,7 @@ from delegations.runs.database_thread import DatabaseThread
 from delegations.runs.record import record_end
 from delegations.runs.runner_setup import adapter_config, runner_settings
 from delegations.runs.sink import DjangoEventSink, EventListener
+from skills.models import Skill
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +123,14 @@ class Execution:
         self.checkpoints = DjangoCheckpointStore(self.sink)
         self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
         self.runner = Runner(sink=self.sink, gate=self.gate, checkpoints=self.checkpoints,
-                             settings=runner_settings())
+                             settings=runner_settings(), skills=self.skill_manifest)
         self._cancelled: set[str] = set()
         self._resume = run.has_checkpoint
+
+    async def skill_manifest(self, ref: str) -> SkillManifest | None:
+        """The runner's skill lookup (the root's skill, a ``delegate_task`` naming one): the
+        registry's version as the protocol's manifest, read in the database thread."""
+        return await self.db.call(Skill.objects.manifest_for, ref)
 
     async def execute(self) -> str:
         """A worker's whole turn: run or resume the tree, store everything, release the

@@ -15,10 +15,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
+from django.urls import reverse
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, fraction_used
 from delegations.protocol.lifecycle import RunState
+from skills.models import Skill
 
 TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest
 STREAM_CHAR_LIMIT = 20_000    # the tail of each run's streamed text a snapshot shows
@@ -421,6 +423,21 @@ def findings_view(run: Run) -> list[dict[str, Any]]:
             for finding in findings if isinstance(finding, dict)]
 
 
+def skill_view(run: Run) -> dict[str, str] | None:
+    """The skill the run executed (``name@version``), with its registry page when the
+    registry still has that version (a child that named a skill without a version links
+    to the skill's latest page)."""
+    if not run.skill:
+        return None
+    name, _, version = run.skill.partition("@")
+    rows = Skill.objects.filter(name=name)
+    rows = rows.filter(version=version) if version else rows.filter(is_latest=True)
+    if not rows.exists():
+        return {"ref": run.skill, "url": ""}
+    url = reverse("skills:version", args=[name, version]) if version else reverse("skills:detail", args=[name])
+    return {"ref": run.skill, "url": url}
+
+
 def snapshot(run: Run, *, after: int = 0, with_streams: bool = True) -> dict[str, Any]:
     """Everything a run page renders. ``after``: only timeline events past that seq (the
     live script's refresh); ``with_streams``: include the streamed text (the refresh asks
@@ -446,7 +463,7 @@ def snapshot(run: Run, *, after: int = 0, with_streams: bool = True) -> dict[str
         "changes": changes(run), "findings": findings_view(run),
         "error": run.error if isinstance(run.error, dict) else None,
         "queued_messages": list(RunMessage.objects.filter(run=run, delivered_at__isnull=True)),
-        "ancestors": _ancestors(run),
+        "ancestors": _ancestors(run), "skill": skill_view(run),
     }
 
 

@@ -110,9 +110,11 @@ def _skill_prefill(ref: str) -> dict[str, Any] | None:
     packet: dict[str, Any] = {"skill": skill.ref}
     if skill.subagent_type:
         packet["subagent_type"] = skill.subagent_type
+    packet["goal"] = f"Use {skill.name}: describe the outcome you need"
+    if not skill.instructions:
+        # a skill with instructions gives the run its own; a packet's instruction_set would replace them
+        packet["instruction_set"] = "Do what the skill describes; answer with yield_control."
     packet.update({
-        "goal": f"Use {skill.name}: describe the outcome you need",
-        "instruction_set": "Follow the skill's instructions; answer with yield_control.",
         "input_data": {name: _example_value(schema) for name, schema in properties.items()},
         "allowed_inputs": sorted(properties),
         "expected_output_schema": skill.output_schema or {},

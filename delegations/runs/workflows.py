@@ -23,6 +23,7 @@ from delegations.protocol.sessions import session_key
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
 from delegations.runs.runner_setup import adapter_config
+from skills.models import Skill
 
 
 class RunError(Exception):
@@ -43,15 +44,27 @@ def _lint(packet: HandoffPacket) -> list[dict[str, Any]]:
     return [finding.as_dict() for finding in findings]
 
 
+def _pin_skill(packet: HandoffPacket) -> HandoffPacket:
+    """The packet with the skill it names pinned to the exact version that will run, once
+    the registry has it and its input fits (ProtocolError otherwise, see Skill.objects.for_run)."""
+    if not packet.skill:
+        return packet
+    skill = Skill.objects.for_run(packet.skill, packet.input_data)
+    return packet.model_copy(update={"skill": skill.ref})
+
+
 def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | None = None,
                config: dict[str, Any] | None = None, owner: Any = None,
                delegation: Delegation | None = None, retry_of: Run | None = None,
                start: bool = True) -> Run:
-    """Create a root run. Raises ProtocolError (ERR_INVALID_PACKET with every issue, or
-    ERR_INVALID_ADAPTER_CONFIG naming the adapter) for unusable input. A packet with lint
-    errors becomes a REJECTED run carrying its findings; otherwise the run waits in PENDING
-    for a slot in its owner's lane (``start=False``: for a caller that runs it itself)."""
-    parsed = parse_packet(packet)
+    """Create a root run. Raises ProtocolError (ERR_INVALID_PACKET with every issue, among
+    them a skill the registry lacks or input its input_schema refuses, or
+    ERR_INVALID_ADAPTER_CONFIG naming the adapter) for unusable input, before anything is
+    written. A packet naming a skill runs the version it resolves to, recorded as
+    ``name@version``. A packet with lint errors becomes a REJECTED run carrying its findings;
+    otherwise the run waits in PENDING for a slot in its owner's lane (``start=False``: for
+    a caller that runs it itself)."""
+    parsed = _pin_skill(parse_packet(packet))
     name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
     built = make_adapter(name, adapter_config(name, config))
     findings = _lint(parsed)

@@ -10,6 +10,7 @@ from django.test import Client
 from delegations.models import Delegation, Run, RunMessage
 from delegations.runs.workflows import run_create
 from tests.delegations import scripts
+from tests.skills.factories import add_skill
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -94,6 +95,60 @@ def test_a_saved_delegation_can_be_run(client: Client, composer: Any, composer_a
     assert start(client, composer_api, {"delegation_id": delegation.pk + 99}).status_code == 404
 
 
+def test_a_run_naming_a_skill_pins_its_latest_version_and_follows_its_instructions(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None) -> None:
+    scripts.add_caching_skill("1.0.0", instructions="# Old\n\nThe first way.\n")
+    scripts.add_caching_skill("1.1.0")
+    response = start(client, composer_api, scripted(scripts.skill_packet("caching"),
+                                                    scripts.leaf(scripts.SKILL_OUTPUT)))
+    assert response.status_code == 201
+    body = response.json()
+    assert body["skill"] == "caching@1.1.0"
+    run = Run.objects.get(pk=body["id"])
+    assert run.packet["skill"] == "caching@1.1.0" and run.state == "COMPLETE"
+    # the skill's instructions and output schema are what the model was given
+    first = scripts.first_system_message(run.pk)
+    assert scripts.SKILL_INSTRUCTIONS in first and '"currency"' in first
+    assert run.result["output_payload"] == scripts.SKILL_OUTPUT
+
+
+def test_input_that_breaks_the_skills_input_schema_is_422_naming_the_field_and_writes_no_run(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None) -> None:
+    scripts.add_caching_skill("1.0.0")
+    response = start(client, composer_api, scripted(scripts.skill_packet(
+        "caching@1.0.0", input_data={"options": [""]})))
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "ERR_INVALID_PACKET"
+    assert body["detail"] == "input_data.options[0]: '' should be non-empty (skill caching@1.0.0's input_schema)"
+    assert [issue["field"] for issue in body["issues"]] == ["input_data.options[0]"]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize(("ref", "says"), [
+    ("no-such-skill@9.9.9", "Skill 'no-such-skill' is not in the registry"),
+    ("caching@9.9.9", "Skill caching has no version '9.9.9' in the registry (it has 1.0.0)"),
+])
+def test_an_unknown_skill_or_version_is_422_and_writes_no_run(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None, ref: str, says: str) -> None:
+    scripts.add_caching_skill("1.0.0")
+    response = start(client, composer_api, scripted(scripts.skill_packet(ref)))
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "ERR_INVALID_PACKET" and says in body["detail"]
+    assert body["issues"][0]["field"] == "skill"
+    assert not Run.objects.exists()
+
+
+def test_a_skill_whose_instruction_file_was_never_imported_is_422(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None) -> None:
+    add_skill("caching", "1.0.0", input_schema={"options": ["string"]})  # manifest.json alone
+    response = start(client, composer_api, scripted(scripts.skill_packet("caching@1.0.0")))
+    assert response.status_code == 422
+    assert "instruction file instructions.md is missing from its bundle" in response.json()["detail"]
+    assert not Run.objects.exists()
+
+
 def test_starting_runs_needs_the_composer_role_and_a_login(client: Client, outsider_api: dict[str, str]) -> None:
     assert start(client, outsider_api, scripted()).status_code == 403
     assert start(client, {}, scripted()).status_code == 401
@@ -102,16 +157,17 @@ def test_starting_runs_needs_the_composer_role_and_a_login(client: Client, outsi
 def test_the_list_filters_by_state_skill_owner_and_roots_and_pages(
         client: Client, composer: Any, composer_api: dict[str, str], queued_tasks: None) -> None:
     for index in range(3):
-        run_create(packet=scripts.packet(skill=f"caching@1.{index}"), adapter="scripted",
+        scripts.add_caching_skill(f"1.{index}.0")
+        run_create(packet=scripts.packet(skill=f"caching@1.{index}.0"), adapter="scripted",
                    config=scripts.leaf(), owner=composer, start=False)
-    Run.objects.filter(skill="caching@1.0").update(state="COMPLETE")
+    Run.objects.filter(skill="caching@1.0.0").update(state="COMPLETE")
     page = client.get("/api/runs?page_size=2", headers=composer_api).json()
     assert (page["count"], page["pages"], len(page["results"])) == (3, 2, 2)
     assert client.get("/api/runs?page=2&page_size=2", headers=composer_api).json()["results"]
     assert client.get("/api/runs?state=COMPLETE", headers=composer_api).json()["count"] == 1
     assert client.get("/api/runs?state=pending,complete", headers=composer_api).json()["count"] == 3
     assert client.get("/api/runs?skill=caching", headers=composer_api).json()["count"] == 3
-    assert client.get("/api/runs?skill=caching@1.2", headers=composer_api).json()["count"] == 1
+    assert client.get("/api/runs?skill=caching@1.2.0", headers=composer_api).json()["count"] == 1
     assert client.get("/api/runs?owner=carol&root_only=true", headers=composer_api).json()["count"] == 3
     assert client.get("/api/runs?owner=nobody", headers=composer_api).json()["count"] == 0
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from delegations.models import RunCheckpoint
+from skills.models import Skill
+from tests.skills.factories import add_skill
+
 ANSWER = {"answer": 42}
 
 
@@ -62,3 +66,39 @@ def needs_approval(**first_turn: Any) -> dict[str, Any]:
 
 def approval_packet(**overrides: Any) -> dict[str, Any]:
     return packet(capabilities=["file_delete"], **overrides)
+
+
+# -- a registered skill the packets above fit ------------------------------------------------
+
+SKILL_INSTRUCTIONS = "# Caching study\n\nBenchmark every option before you compare them.\n"
+SKILL_OUTPUT = {"price": 1.5, "currency": "EUR"}
+
+
+def add_caching_skill(version: str = "1.0.0", **overrides: Any) -> Skill:
+    """Register ``caching@version``: instructions, an input_schema that ``packet()``'s
+    input fits (``options``, at least one), and an output schema SKILL_OUTPUT fits."""
+    fields: dict[str, Any] = {
+        "instructions": SKILL_INSTRUCTIONS,
+        "input_schema": {"type": "object", "required": ["options"], "properties": {
+            "options": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}}},
+        "output_schema": {"price": "number", "currency": "string"},
+        "capabilities": [],
+    }
+    fields.update(overrides)
+    return add_skill("caching", version, **fields)
+
+
+def skill_packet(ref: str = "caching", **overrides: Any) -> dict[str, Any]:
+    """``packet()`` naming a skill and leaving instructions and output schema to it."""
+    base = packet(skill=ref, **overrides)
+    for field in ("instruction_set", "expected_output_schema"):
+        if field not in overrides:
+            base.pop(field)
+    return base
+
+
+def first_system_message(run_id: str) -> str:
+    """What the model read first in run ``run_id``: its checkpoint's opening system message."""
+    data = RunCheckpoint.data_of(run_id)
+    assert data is not None, f"run {run_id} has no checkpoint"
+    return str(data["messages"][0]["content"])

@@ -99,6 +99,32 @@ def test_unusable_input_exits_2_with_the_reason(tmp_path: Path, make_args: Any, 
     assert reason in str(raised.value)
 
 
+def test_a_packet_naming_a_skill_runs_its_pinned_version_with_its_instructions(tmp_path: Path) -> None:
+    scripts.add_caching_skill("1.0.0")
+    packet = write(tmp_path, "packet.json", scripts.skill_packet("caching"))
+    code, out = run_command(packet, "--adapter", "scripted", "--adapter-config",
+                            json.dumps(scripts.leaf(scripts.SKILL_OUTPUT)), "--json")
+    assert code == 0
+    run = Run.objects.get(pk=json.loads(out.splitlines()[-1])["run_id"])
+    assert run.skill == "caching@1.0.0" and run.packet["skill"] == "caching@1.0.0"
+    assert scripts.SKILL_INSTRUCTIONS in scripts.first_system_message(run.pk)
+
+
+@pytest.mark.parametrize(("packet", "reason"), [
+    (scripts.skill_packet("caching@2.0.0"), "Skill caching has no version '2.0.0'"),
+    (scripts.skill_packet("caching@1.0.0", input_data={"options": "a"}),
+     "input_data.options: 'a' is not of type 'array' (skill caching@1.0.0's input_schema)"),
+])
+def test_a_skill_the_registry_cannot_run_exits_2_and_records_nothing(
+        tmp_path: Path, packet: dict[str, Any], reason: str) -> None:
+    scripts.add_caching_skill("1.0.0")
+    with pytest.raises(CommandError) as raised:
+        call_command("run_delegation", write(tmp_path, "p.json", packet), "--adapter", "scripted",
+                     stdout=StringIO(), stderr=StringIO())
+    assert raised.value.returncode == 2 and reason in str(raised.value)
+    assert not Run.objects.exists()
+
+
 def subagents(*args: str) -> str:
     out = StringIO()
     call_command("subagents", *args, stdout=out)

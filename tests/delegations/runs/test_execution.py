@@ -60,6 +60,37 @@ def test_a_run_with_a_child_completes_and_records_the_whole_tree(immediate_tasks
     assert run.lease_owner == "" and run.started_at and run.finished_at
 
 
+def delegate_to_skill(ref: str, label: str = "kid") -> dict[str, Any]:
+    """A coordinator whose one child names skill ``ref`` and leaves the rest to it."""
+    call = {"name": "delegate_task", "arguments": {
+        "label": label, "skill": ref, "goal": "Study the caching options",
+        "input_data": {"options": ["a", "b"]}, "timeout_s": 30}}
+    return {"script": [{"text": "Delegating.", "tool_calls": [call]}, scripts.yield_turn()],
+            "children": {label: scripts.leaf(scripts.SKILL_OUTPUT)}}
+
+
+@pytest.mark.services
+def test_a_child_naming_a_registered_skill_gets_its_instructions_and_output_schema(
+        immediate_tasks: None, composer: Any) -> None:
+    scripts.add_caching_skill("1.0.0")
+    run = run_create(packet=scripts.packet(), adapter="scripted",
+                     config=delegate_to_skill("caching@1.0.0"), owner=composer)
+    assert run.state == "COMPLETE"
+    child = Run.objects.get(parent=run)
+    assert child.state == "COMPLETE" and child.skill == "caching@1.0.0"
+    assert child.result["output_payload"] == scripts.SKILL_OUTPUT
+    first = scripts.first_system_message(child.pk)
+    assert scripts.SKILL_INSTRUCTIONS in first and '"currency"' in first
+
+
+@pytest.mark.services
+def test_a_child_naming_a_skill_the_registry_lacks_is_rejected(immediate_tasks: None, composer: Any) -> None:
+    run = run_create(packet=scripts.packet(), adapter="scripted",
+                     config=delegate_to_skill("no-such-skill@9.9.9"), owner=composer)
+    child = Run.objects.get(parent=run)
+    assert child.state == "REJECTED" and "no-such-skill@9.9.9" in child.error["message"]
+
+
 @pytest.mark.services
 def test_an_approval_parks_the_run_without_a_worker_and_the_decision_resumes_it(
         immediate_tasks: None, composer: Any, approver: Any) -> None:

@@ -260,6 +260,48 @@ def test_the_form_is_prefilled_from_a_skill(composer_client, composer):
     assert "&quot;query&quot;: &quot;&quot;" in html   # an input_data placeholder per input
 
 
+def test_the_prefill_leaves_the_instructions_to_a_skill_that_has_them(composer_client):
+    scripts.add_caching_skill("1.0.0")
+    html = composer_client.get("/runs/new/?skill=caching@1.0.0").content.decode()
+    assert "Prefilled from skill caching@1.0.0" in html
+    assert "&quot;instruction_set&quot;" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_from_the_form_runs_the_skill_version_it_names_and_its_page_links_to_it(
+        composer_client, composer, immediate_tasks):
+    scripts.add_caching_skill("1.0.0")
+    scripts.add_caching_skill("1.1.0", instructions="# Newer\n\nAnother way.\n")
+    response = composer_client.post("/runs/new/", {
+        "packet": json.dumps(scripts.skill_packet("caching@1.0.0")), "adapter": "scripted",
+        "adapter_config": json.dumps(scripts.leaf(scripts.SKILL_OUTPUT))})
+    run = Run.objects.get(owner=composer)
+    assert response.status_code == 302 and run.state == "COMPLETE"
+    assert run.skill == "caching@1.0.0" and run.packet["skill"] == "caching@1.0.0"
+    assert scripts.SKILL_INSTRUCTIONS in scripts.first_system_message(run.pk)
+    html = detail(composer_client, run)
+    assert '<a class="badge neutral mono" href="/skills/caching/1.0.0/"' in section(html, "run-head")
+    assert 'href="/skills/caching/1.0.0/">caching@1.0.0</a>' in section(html, "run-facts")
+
+
+def test_the_form_lists_where_the_input_breaks_the_skills_input_schema(composer_client):
+    scripts.add_caching_skill("1.0.0")
+    response = composer_client.post("/runs/new/", {
+        "packet": json.dumps(scripts.skill_packet("caching@1.0.0", input_data={"options": []})),
+        "adapter": "scripted", "adapter_config": json.dumps(scripts.leaf())})
+    html = response.content.decode()
+    assert response.status_code == 422
+    assert "The packet has 1 problem;" in html
+    assert ">input_data.options<" in html and "skill caching@1.0.0&#x27;s input_schema" in html
+    assert not Run.objects.exists()
+
+
+def test_a_run_page_names_a_skill_the_registry_no_longer_has_without_a_link(composer_client, composer):
+    run = make_run(composer, skill="gone@1.0.0")
+    facts = section(detail(composer_client, run), "run-facts")
+    assert "gone@1.0.0" in facts and "no longer in the registry" in facts
+
+
 def test_an_unknown_skill_leaves_the_form_blank_with_a_warning(composer_client):
     html = composer_client.get("/runs/new/?skill=nope@9.9.9").content.decode()
     assert "No skill nope@9.9.9 in the registry" in html
