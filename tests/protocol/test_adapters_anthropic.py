@@ -246,3 +246,13 @@ async def test_it_sends_temperature_as_a_body_field(provider_http) -> None:
 
     assert http.body()["temperature"] == 0.3
     assert http.body()["max_tokens"] == 300
+
+
+async def test_a_forced_tool_choice_names_the_tool(provider_http) -> None:
+    http = provider_http.play(provider_http.sse(recorded("tool_use_stream.txt")))
+    adapter = AnthropicAdapter(FAST, http_client=http.client())
+
+    turn = await adapter.complete(MESSAGES, [YIELD_CONTROL], tool_choice="yield_control")
+
+    assert turn.tool_calls[0].name == "yield_control"
+    assert http.body()["tool_choice"] == {"type": "tool", "name": "yield_control"}

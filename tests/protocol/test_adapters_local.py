@@ -100,6 +100,18 @@ async def test_it_calls_the_tools_the_runner_offers(gguf: Path) -> None:
 
 
 @pytest.mark.local_model
+async def test_a_forced_tool_choice_constrains_the_answer_to_that_tool(gguf: Path) -> None:
+    tools = [MODEL_TOOLS["request_capability"], MODEL_TOOLS["yield_control"]]
+    adapter = LocalAdapter({"seed": 5, "max_tokens": 200})
+
+    turn = await adapter.complete(MESSAGES, tools, tool_choice="yield_control")
+
+    call = turn.tool_calls[0]
+    assert call.name == "yield_control"
+    jsonschema.validate(call.arguments, MODEL_TOOLS["yield_control"]["parameters"])
+
+
+@pytest.mark.local_model
 async def test_it_writes_plain_text_when_no_tools_are_offered(gguf: Path) -> None:
     adapter = LocalAdapter({"seed": 3, "max_tokens": 24})
 

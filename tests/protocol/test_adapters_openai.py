@@ -408,3 +408,13 @@ async def test_it_gets_an_automatic_tool_choice_from_a_server_that_cannot_stream
         assert call.name == "yield_control"
         assert isinstance(call.arguments, dict)
 
+
+
+async def test_a_forced_tool_choice_names_the_function(provider_http) -> None:
+    http = provider_http.play(provider_http.sse(tool_stream('{"status": "FAILURE", "output_payload": {}}')))
+    adapter = OpenAIAdapter(FAST, http_client=http.client())
+
+    turn = await adapter.complete(MESSAGES, [YIELD_CONTROL], tool_choice="yield_control")
+
+    assert turn.tool_calls[0].name == "yield_control"
+    assert http.body()["tool_choice"] == {"type": "function", "function": {"name": "yield_control"}}

@@ -86,3 +86,29 @@ async def test_a_run_on_the_local_model_completes_with_a_schema_valid_result(
     report = final.data["criteria_report"]
     assert report is not None and report["all_met"]
     assert [item["kind"] for item in report["items"]] == ["json_schema"]
+
+
+async def test_a_local_run_with_fs_read_hands_back_a_result_on_its_forced_last_turn(
+        gguf: Path, runner: Runner, sink: MemorySink, tmp_path: Path) -> None:
+    # the case: a small model that would list made-up folders until its turns ran out
+    packet = root_packet(
+        goal="Find the file that names the project and report its name",
+        instruction_set="You are a researcher subagent. Look through the workspace files.",
+        capabilities=["fs_read"], max_depth=0, max_iterations=2, timeout_s=180,
+        budget={"max_model_calls": 4, "max_tokens": 20000})
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("The project is called Handoff.\n")
+
+    outcome = await runner.start(parse_packet(packet), adapter=LocalAdapter(ADAPTER_CONFIG),
+                                 workspace=workspace)
+
+    assert outcome.result is not None, outcome.error
+    final = sink.of_run(outcome.run_id)[-1]
+    assert final.type == "result" and final.data["result"] is not None
+    calls = [event.data for event in sink.of_run(outcome.run_id) if event.type == "model_call"]
+    assert len(calls) <= 2
+    yields = [event.data for event in sink.of_run(outcome.run_id)
+              if event.type == "log" and event.data.get("last_turn")]
+    if len(calls) == 2:
+        assert len(yields) == 1   # the second call was the forced last turn

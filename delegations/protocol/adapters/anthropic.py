@@ -16,7 +16,8 @@ Config (checked when the adapter is built)::
     timeout_s           per request, default 60
     max_retries         retries after the first try for 429/5xx/529/timeouts, default 2
     retry_base_delay_s  first backoff delay, default 0.5 (doubles each retry)
-    tool_choice         "auto" (default) | "required" (the API's "any")
+    tool_choice         "auto" (default) | "required" (the API's "any"); a call given a
+                        tool_choice (the runner's forced last turn) sends {"type": "tool"}
 
 The API key comes from the environment variable ANTHROPIC_API_KEY only.
 """
@@ -170,7 +171,8 @@ class AnthropicAdapter(HostedAdapter[anthropic.AsyncAnthropic]):
         kind, message = _error_body(exc.body)
         return ProviderFailure(message or exc.message, kind in _RETRYABLE_TYPES)
 
-    def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
+    def _request(self, messages: list[Message], tools: list[ToolSchema],
+                 tool_choice: str | None = None) -> dict[str, Any]:
         system, turns = to_anthropic_messages(messages)
         request: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
                                    "messages": turns}
@@ -178,8 +180,9 @@ class AnthropicAdapter(HostedAdapter[anthropic.AsyncAnthropic]):
             request["system"] = system
         if tools:
             request["tools"] = to_anthropic_tools(tools)
-            request["tool_choice"] = {"type": "any" if self.tool_choice == "required"
-                                      else "auto"}
+            request["tool_choice"] = (
+                {"type": "tool", "name": tool_choice} if tool_choice is not None
+                else {"type": "any" if self.tool_choice == "required" else "auto"})
         if self.temperature is not None:
             # Sent as a raw body field: recent SDKs no longer list it as a typed parameter.
             request["extra_body"] = {"temperature": self.temperature}

@@ -8,6 +8,11 @@ Messages go in as OpenAI-style dicts::
 
 Tools go in as ``{"name", "description", "parameters": <JSON Schema>}``. A call returns
 one :class:`ModelTurn`; text is streamed through ``on_text`` as it is produced.
+
+``tool_choice`` names the one tool the model must call (the runner's last turn forces
+``yield_control`` this way); ``None`` leaves the choice to the model and the adapter's
+config. The runner passes it only when it forces a call, so an adapter written before it
+existed still works on every other turn.
 """
 
 from __future__ import annotations
@@ -55,9 +60,11 @@ class ModelAdapter(ABC):
 
     @abstractmethod
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
-                       on_text: TextCallback | None = None) -> ModelTurn:
-        """One model call. Provider failures that survive retries raise
-        ProtocolError(ERR_TOOL_FAILURE) with the provider's message (never an API key)."""
+                       on_text: TextCallback | None = None,
+                       tool_choice: str | None = None) -> ModelTurn:
+        """One model call; ``tool_choice`` names a tool in ``tools`` the model must call.
+        Provider failures that survive retries raise ProtocolError(ERR_TOOL_FAILURE) with
+        the provider's message (never an API key)."""
 
     def for_child(self, label: str) -> ModelAdapter:
         """The adapter a child spawned with ``label`` uses. Same provider and config by default."""

@@ -207,9 +207,10 @@ class HostedAdapter[ClientT](ModelAdapter):
         return self._client
 
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
-                       on_text: TextCallback | None = None) -> ModelTurn:
+                       on_text: TextCallback | None = None,
+                       tool_choice: str | None = None) -> ModelTurn:
         client = self._client_or_error()
-        request = self._request(messages, tools)
+        request = self._request(messages, tools, tool_choice)
         streamed = False
 
         async def watched(text: str) -> None:
@@ -225,8 +226,10 @@ class HostedAdapter[ClientT](ModelAdapter):
         return result
 
     @abstractmethod
-    def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
-        """The keyword arguments of the SDK call for this history and these tools."""
+    def _request(self, messages: list[Message], tools: list[ToolSchema],
+                 tool_choice: str | None = None) -> dict[str, Any]:
+        """The keyword arguments of the SDK call for this history and these tools
+        (``tool_choice``: the tool the model must call, else the config's choice)."""
 
     @abstractmethod
     async def _attempt(self, client: ClientT, request: dict[str, Any],

@@ -14,6 +14,7 @@ How a call runs:
 - generation runs in its own thread and streams tokens back to the loop
   (``call_soon_threadsafe`` into an ``asyncio.Queue``); one generation at a time per
   loaded model (llama.cpp contexts are not thread-safe), others wait their turn;
+- a ``tool_choice`` narrows the tools to the one named, so the schema admits only its call;
 - with tools, the raw JSON is streamed to ``on_text`` so people watch it being written,
   but the returned ``ModelTurn.text`` is ``""``: the answer *is* the tool call, which is
   returned as ``tool_calls[0]`` with a generated id. Without tools the model writes plain
@@ -470,7 +471,11 @@ class LocalAdapter(ModelAdapter):
         return loaded.load_seconds
 
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
-                       on_text: TextCallback | None = None) -> ModelTurn:
+                       on_text: TextCallback | None = None,
+                       tool_choice: str | None = None) -> ModelTurn:
+        if tool_choice is not None:
+            # decoding constrained to the one tool: the answer cannot be anything but its call
+            tools = [tool for tool in tools if tool["name"] == tool_choice] or tools
         loaded = await asyncio.to_thread(_load, self._resolved_path(), self.n_ctx,
                                          self.n_threads)
         llama = loaded.llama

@@ -13,7 +13,8 @@ Config (checked when the adapter is built)::
     timeout_s           per request, default 60
     max_retries         retries after the first try for 429/5xx/timeouts, default 2
     retry_base_delay_s  first backoff delay, default 0.5 (doubles each retry)
-    tool_choice         "auto" (default) | "required"
+    tool_choice         "auto" (default) | "required"; a call given a tool_choice (the
+                        runner's forced last turn) names that function instead
     api_key_env         name of the env var holding the key, default OPENAI_API_KEY
     stream              default true; false for servers that cannot stream at all
 
@@ -172,14 +173,16 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
         # An error event inside an open stream: the server broke off mid-answer.
         return ProviderFailure(_provider_message(exc), True)
 
-    def _request(self, messages: list[Message], tools: list[ToolSchema]) -> dict[str, Any]:
+    def _request(self, messages: list[Message], tools: list[ToolSchema],
+                 tool_choice: str | None = None) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(messages)}
         if tools:
             request["tools"] = to_openai_tools(tools)
-            if self.tool_choice == "required" and len(tools) == 1:
+            if tool_choice is None and self.tool_choice == "required" and len(tools) == 1:
                 # Naming the one tool is understood by more servers (llama.cpp) than "required".
-                request["tool_choice"] = {"type": "function",
-                                          "function": {"name": tools[0]["name"]}}
+                tool_choice = tools[0]["name"]
+            if tool_choice is not None:
+                request["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
             else:
                 request["tool_choice"] = self.tool_choice
         if self.temperature is not None:

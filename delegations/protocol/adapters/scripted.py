@@ -170,9 +170,12 @@ class ScriptedAdapter(ModelAdapter):
         # copies): tests read them to see what the model was told and offered
         self.received: list[list[Message]] = []
         self.received_tools: list[list[ToolSchema]] = []
+        self.received_tool_choices: list[str | None] = []
 
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
-                       on_text: TextCallback | None = None) -> ModelTurn:
+                       on_text: TextCallback | None = None,
+                       tool_choice: str | None = None) -> ModelTurn:
+        """Play the next turn; ``tool_choice`` is recorded, never obeyed (the script decides)."""
         position = self.position
         if position >= len(self._script):
             raise ProtocolError(
@@ -182,6 +185,7 @@ class ScriptedAdapter(ModelAdapter):
                 details={"adapter": "scripted", "position": position})
         self.received.append(messages)
         self.received_tools.append(tools)
+        self.received_tool_choices.append(tool_choice)
         compiled = self._compiled.turns[position]
         if compiled is None:
             compiled = self._compiled.turns[position] = _compile_turn(self._script[position], position)

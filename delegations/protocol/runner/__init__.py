@@ -21,7 +21,19 @@ work (``model_turns``, ``tool_calls``, ``children``)
     capability tool is checked against the run's token first, approval-required
     capabilities go through the gate (``questions``). ``delegate_task`` calls of one turn
     run concurrently as child runs; each child's announce (OpenClaw sub-agents) becomes the
-    tool result its parent's model reads.
+    tool result its parent's model reads. A failed tool call is reported to the model with
+    its error; one that repeats an earlier failed call exactly (same tool and arguments)
+    also carries a ``hint`` saying so.
+    The last model call a run is allowed is forced (``model_turns.last_call_reason``): the
+    model is offered only ``yield_control``, with a tool choice naming it, and a user
+    message says why ("This is your last turn: you have used 4 of 5 model calls ..."); a
+    ``log`` event with ``last_turn: true`` marks it. A call is the last when
+    ``max_iterations`` is reached with it, when it takes the last of a ``max_model_calls``
+    budget (the run's or an ancestor's), or when another call the size of the run's
+    previous one would use up a token or cost limit. A forced turn that calls other tools
+    without ``yield_control`` runs none of them and ends the run FAILED
+    (ERR_RESOURCE_EXHAUSTED); its ``yield_control`` is judged even when the call
+    overshot a token or cost limit.
 finish (``judging``, ``reporting``)
     The answer is parsed, validated and checked against the success criteria; a result
     that fails gets one self-correction turn (the hand-off protocol), a FAILURE follows the
@@ -29,6 +41,14 @@ finish (``judging``, ``reporting``)
     a ``state`` event, an ``announce`` event (status, summary, error, runtime, usage,
     result) and the ``result`` event ``{state, result, criteria_report, usage}``, always
     the run's last event (``events.announce_data`` / ``events.result_data``).
+    A run never ends FAILED, TIMEOUT or CANCELLED with no result (the hand-off protocol:
+    no silent failure): when no answer of the model gave one (a hard timeout, a
+    cancellation, a provider error, a forced last turn ignored, a script that ran out) the
+    runner writes a FAILURE result itself (``reporting.runner_failure``): its
+    ``error_report`` is the run's ``error`` (code, message, the agloop failed reason where
+    one fits the code; ``details.written_by == "runner"``) and its ``summary`` the error
+    message plus what was done so far (model calls, tool calls, the last results). Only a
+    REJECTED run, which never worked, has no result.
 
 Decisions worth knowing:
 
@@ -75,7 +95,8 @@ Decisions worth knowing:
   the CancelledError back after the tree recorded CANCELLED. Children are tasks of their
   own; every one is awaited before its parent ends, so none outlives the tree. A
   cancelled run's ``error`` is ``{"code": "CANCELLED", "message": why}`` (no ``error``
-  event: a cancellation is not a failure).
+  event: a cancellation is not a failure); its result is the runner's FAILURE with code
+  CANCELLED.
 - The runner never lets a bad run raise into the host: provider errors
   (ProtocolError from the adapter) end the run FAILED with their code and message; any
   other exception ends it FAILED with ERR_TOOL_FAILURE and an ``error`` event. Only

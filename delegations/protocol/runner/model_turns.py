@@ -3,8 +3,18 @@ checks around it.
 
 Before a call, a limit used up on the run or any ancestor ends the run (FAILED,
 ERR_RESOURCE_EXHAUSTED); after it, so does a call that overshot a token, cost or call
-limit. The soft threshold is checked on the run's own budget, once per axis: a person
-decides whether it goes on (approval kind ``budget``).
+limit (unless it was a forced last turn that called ``yield_control``). The soft
+threshold is checked on the run's own budget, once per axis: a person decides whether it
+goes on (approval kind ``budget``).
+
+The last call a run is allowed is forced (:func:`last_call_reason`): the model is offered
+only ``yield_control``, with a tool choice naming it, and told why, so that a run out of
+turns still hands back what it has (the hand-off protocol: never end without
+``yield_control``). A call is the last when ``max_iterations`` is reached with it, when
+it takes the last of a ``max_model_calls`` budget, or when another call like the run's
+previous one would use up a token or cost limit (the previous call is the guess at the
+next one's size). Runtime is not forecast: the hard timeout ends the run, and the runner
+then writes the FAILURE result itself.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ from ..budgets import hard_limit_hit, overshot, soft_threshold_crossed, used
 from ..errors import ErrorCode, ProtocolError
 from ..events import EventType
 from ..pricing import PriceTable, cost_usd, normalize_prices
+from ..tool_schemas import MODEL_TOOLS
+from ..tools import YIELD_CONTROL
 from .questions import Questions
 from .reporting import Emit, Reporter
 from .settings import RunnerSettings
@@ -26,6 +38,7 @@ from .state import ActiveRun, Turn
 _TEXT = EventType.TEXT.value
 _MODEL_CALL = EventType.MODEL_CALL.value
 _MESSAGE = EventType.MESSAGE.value
+_LOG = EventType.LOG.value
 
 
 class ModelTurns:
@@ -49,10 +62,20 @@ class ModelTurns:
         """One model call: its turn becomes the run's turn in hand, charged to the run and
         all its ancestors, and is checkpointed."""
         chat = run.chat
+        last = last_call_reason(run)
+        if last is not None:
+            await self._announce_last_turn(run, *last)
         chat.iteration += 1
         stream = _TextStream(self.reporter.emit, run.run_id, self.settings)
         started = time.perf_counter()
-        turn = await run.adapter.complete(list(chat.messages), run.scope.tools, on_text=stream.feed)
+        if last is not None:
+            offered = [tool for tool in run.scope.tools if tool["name"] == YIELD_CONTROL]
+            turn = await run.adapter.complete(
+                list(chat.messages), offered or [MODEL_TOOLS[YIELD_CONTROL]], on_text=stream.feed,
+                tool_choice=YIELD_CONTROL)
+        else:
+            # tool_choice is left out: adapters written before it existed keep working
+            turn = await run.adapter.complete(list(chat.messages), run.scope.tools, on_text=stream.feed)
         await stream.flush()
         duration_ms = (time.perf_counter() - started) * 1000.0
         model = turn.model or run.adapter.model_name
@@ -60,18 +83,30 @@ class ModelTurns:
         for charged in run.chain():
             charged.usage.charge(input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
                                  cost_usd=cost)
+        chat.last_call_tokens = turn.input_tokens + turn.output_tokens
+        chat.last_call_cost = cost
         calls = turn.tool_calls
         dicts = [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in calls]
         message: dict[str, Any] = {"role": "assistant", "content": turn.text}
         if dicts:
             message["tool_calls"] = dicts
         chat.messages.append(message)
-        chat.turn = Turn(text=turn.text, calls=list(calls), dicts=dicts, finish=turn.finish_reason)
+        chat.turn = Turn(text=turn.text, calls=list(calls), dicts=dicts, finish=turn.finish_reason,
+                         forced=last[0] if last is not None else "")
         await self.reporter.emit(run.run_id, _MODEL_CALL, {
             "iteration": chat.iteration, "model": model, "input_tokens": turn.input_tokens,
             "output_tokens": turn.output_tokens, "cost_usd": cost,
             "duration_ms": round(duration_ms, 3), "tool_calls": len(calls)})
         await self.reporter.save(run)
+
+    async def _announce_last_turn(self, run: ActiveRun, limit: str, reason: str) -> None:
+        """Tell the model (and the watcher) that this call is the run's last."""
+        run.chat.messages.append({"role": "user", "content": (
+            f"This is your last turn: {reason}. Call yield_control now with what you have: "
+            f"SUCCESS, PARTIAL_COMPLETION with what is done, or FAILURE with an error_report.")})
+        await self.reporter.emit(run.run_id, _LOG, {
+            "level": "warning", "last_turn": True, "limit": limit,
+            "message": f"Last model call allowed ({limit}: {reason}); only yield_control is offered."})
 
     async def check_soft_threshold(self, run: ActiveRun) -> None:
         """Ask a person once per axis whose usage crossed the soft threshold; a refusal
@@ -111,6 +146,32 @@ def check_hard_limits(run: ActiveRun, *, before_call: bool) -> None:
                 f"Budget exhausted: {whose} {axis} limit of {getattr(budget, axis):g} "
                 f"is used up ({used(usage, axis):g}).",
                 details={"axis": axis, "run_id": charged.run_id})
+
+
+def last_call_reason(run: ActiveRun) -> tuple[str, str] | None:
+    """Why the coming model call is the last one the run is allowed: the limit's name and
+    the reason worded for the model ("you have used 4 of 5 model calls"); None when more
+    may follow. A few comparisons per call, on the run and its ancestors."""
+    chat = run.chat
+    made, allowed = chat.iteration, run.scope.max_iterations
+    if made + 1 >= allowed:
+        return "max_iterations", f"you have used {made} of {allowed} model calls"
+    next_tokens, next_cost = chat.last_call_tokens, chat.last_call_cost
+    for charged in run.chain():
+        budget, usage = charged.scope.budget, charged.usage
+        limit_calls, limit_tokens, limit_cost = budget.max_model_calls, budget.max_tokens, budget.max_cost_usd
+        if limit_calls is None and limit_tokens is None and limit_cost is None:
+            continue
+        whose = "you have" if charged is run else f"ancestor run {charged.run_id} has"
+        if limit_calls is not None and usage.model_calls + 1 >= limit_calls:
+            return "max_model_calls", f"{whose} used {usage.model_calls} of {limit_calls} model calls"
+        if limit_tokens is not None and usage.total_tokens + next_tokens >= limit_tokens:
+            return "max_tokens", (f"{whose} used {usage.total_tokens} of {limit_tokens} tokens, "
+                                  f"and your last call took {next_tokens}")
+        if limit_cost is not None and usage.cost_usd + next_cost >= limit_cost:
+            return "max_cost_usd", (f"{whose} used {usage.cost_usd:g} of {limit_cost:g} USD, "
+                                    f"and your last call cost {next_cost:g} USD")
+    return None
 
 
 def cost_of(adapter: ModelAdapter, model: str, turn: ModelTurn,

@@ -322,7 +322,12 @@ class Runner:
                 if chat.inbox:
                     await model.deliver_messages(run)
                 await model.call(run)
-                check_hard_limits(run, before_call=False)
+                turn = chat.turn
+                assert turn is not None
+                # a forced last turn's hand-off is kept even when that call overshot: it is
+                # paid for, and it is what the limit's last turn was for
+                if not turn.forced or not any(call.name == YIELD_CONTROL for call in turn.calls):
+                    check_hard_limits(run, before_call=False)
             await model.check_soft_threshold(run)
             if await self._process_turn(run):
                 return
@@ -333,6 +338,8 @@ class Runner:
         When the text holds the packet's ``termination_trigger`` the run ends with this
         turn: tool calls other than ``yield_control`` are not executed, and the answer is
         the ``yield_control`` call, else the text before the trigger (no correction turn).
+        On a forced last turn, other tool calls without ``yield_control`` end the run
+        FAILED (ERR_RESOURCE_EXHAUSTED) unexecuted; plain text is still read as an answer.
         """
         turn, packet = run.chat.turn, run.scope.packet
         assert turn is not None and packet is not None
@@ -347,6 +354,13 @@ class Runner:
                     yield_call = call
             else:
                 work.append(call)
+        if turn.forced and work and yield_call is None and not triggered:
+            # the last turn offered only yield_control: nothing else is run
+            names = ", ".join(sorted({call.name for call in work}))
+            raise ProtocolError(
+                ErrorCode.RESOURCE_EXHAUSTED,
+                f"The run used its last model call allowed ({turn.forced}) without returning a "
+                f"result: only yield_control was offered, and the model called {names} instead.")
         if work and not triggered:
             await self._execute(run, work)
         judge = self._judge

@@ -74,14 +74,23 @@ def initial_messages(packet: HandoffPacket, packet_dict: dict[str, Any]) -> list
 
 
 def tool_message_text(name: str, record: dict[str, Any]) -> str:
-    """A tool call's record as the model reads it: its result, or ``{"error": ...}``. A
+    """A tool call's record as the model reads it: its result, or ``{"error": ...}`` (with
+    the record's ``hint`` when it repeats an earlier failed call). A
     child's announce (the result of ``delegate_task``) leaves out the empty fields of its result."""
     if not record.get("ok"):
-        return _json_text({"error": record.get("error")})
+        failure = {"error": record.get("error")}
+        if record.get("hint"):
+            failure["hint"] = record["hint"]
+        return _json_text(failure)
     result = record.get("result")
     if name == DELEGATE_TASK and isinstance(result, dict):
         result = _compact_announce(result)
     return _json_text(result)
+
+
+def tool_message_failed(content: object) -> bool:
+    """Whether a tool message's content (:func:`tool_message_text`) reports a failure."""
+    return isinstance(content, str) and content.startswith('{"error":')
 
 
 def _compact_announce(announce: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,10 @@
-"""What a run reports: its state changes, its checkpoints, and how it ended or parked."""
+"""What a run reports: its state changes, its checkpoints, and how it ended or parked.
+
+A run that ends FAILED, TIMEOUT or CANCELLED without a result of its own (a hard timeout,
+a cancellation, a provider error, a model that ignored the forced last turn, a script
+that ran out) gets a FAILURE result written by the runner (:func:`runner_failure`), so
+the parent always reads a structured hand-off, as the hand-off protocol asks.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,13 @@ from typing import Any
 from ..approvals import ApprovalRequest
 from ..checkpoints import CheckpointStore
 from ..criteria import CriteriaReport
+from ..errors import REASON_FOR_CODE, ErrorCode
 from ..events import EventSink, EventType, announce_data, result_data
 from ..lifecycle import TERMINAL_STATES, RunState, can_transition, check_transition
-from ..results import ResponsePackage
+from ..results import ErrorReport, ResponsePackage, ResultStatus
 from .checkpointing import checkpoint_of
 from .outcome import RunOutcome
+from .prompt import tool_message_failed
 from .state import ActiveRun
 
 # the sink's emit(run_id, type, data)
@@ -22,6 +30,7 @@ _STATE = EventType.STATE.value
 _ERROR = EventType.ERROR.value
 _ANNOUNCE = EventType.ANNOUNCE.value
 _RESULT = EventType.RESULT.value
+_ENDED_WITHOUT_SUCCESS = frozenset({RunState.FAILED, RunState.TIMEOUT, RunState.CANCELLED})
 
 
 class Reporter:
@@ -72,6 +81,8 @@ class Reporter:
         if clock.started_at:
             run.usage.runtime_s = clock.elapsed()
             clock.started_at = 0.0
+        if result is None and state in _ENDED_WITHOUT_SUCCESS:
+            result = runner_failure(run, state, error)
         result_dict = _result_dict(result) if result is not None else None
         criteria_dict = criteria.as_dict() if criteria is not None else None
         usage_dict = run.usage.as_dict()
@@ -108,6 +119,35 @@ class Reporter:
             # FAILED is reached from WORKING only: an approval wait is left first
             await self.set_state(run, RunState.WORKING)
         await self.set_state(run, state)
+
+
+def runner_failure(run: ActiveRun, state: RunState, error: dict[str, Any] | None) -> ResponsePackage:
+    """The FAILURE result the runner hands back for a run that ended without one: the
+    error as its ``error_report``, and a summary of what the run had done so far."""
+    error = error or {}
+    code = str(error.get("code") or ErrorCode.TOOL_FAILURE.value)
+    message = str(error.get("message") or f"The run ended {state} without a result.")
+    chat = run.chat
+    model_calls = sum(1 for entry in chat.messages if entry.get("role") == "assistant")
+    tools = [(str(entry.get("name") or "tool"), not tool_message_failed(entry.get("content")))
+             for entry in chat.messages if entry.get("role") == "tool"]
+    turn = chat.turn
+    if turn is not None:
+        tools += [(str(record.get("name") or "tool"), bool(record.get("ok")))
+                  for call_id, record in turn.completed.items() if call_id not in chat.answered]
+    done = f"{model_calls} model call{'' if model_calls == 1 else 's'}"
+    if tools:
+        last = ", ".join(f"{name} {'ok' if ok else 'failed'}" for name, ok in tools[-3:])
+        done += f" and {len(tools)} tool call{'' if len(tools) == 1 else 's'} (the last: {last})"
+    else:
+        done += " and no tool calls"
+    details = dict(error.get("details") or {})
+    details.update({"state": str(state), "written_by": "runner", "model_calls": model_calls,
+                    "tool_calls": len(tools)})
+    return ResponsePackage(
+        status=ResultStatus.FAILURE, summary=f"{message} Done so far: {done}.",
+        error_report=ErrorReport(code=code, message=message, failed_reason=REASON_FOR_CODE.get(code),
+                                 details=details))
 
 
 def _result_dict(result: ResponsePackage) -> dict[str, Any]:

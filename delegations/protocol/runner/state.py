@@ -79,6 +79,9 @@ class Turn:
     dicts: list[dict[str, Any]]              # the calls as the conversation and checkpoints hold them
     finish: str = ""
     completed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the limit that made this the run's last model call allowed (only yield_control was
+    # offered): "max_iterations", "max_model_calls", "max_tokens", "max_cost_usd"; else ""
+    forced: str = ""
 
 
 @dataclass(slots=True)
@@ -90,6 +93,9 @@ class Conversation:
     iteration: int = 0
     inbox: list[str] = field(default_factory=list)       # user messages for the next turn
     turn: Turn | None = None                             # None: the next step is a model call
+    # what the run's previous model call used: the guess at what the next one will use
+    last_call_tokens: int = 0
+    last_call_cost: float = 0.0
 
     def answer(self, call_id: str, name: str, record: dict[str, Any]) -> None:
         """Append the tool message answering ``call_id`` (once, even across a resume)."""

@@ -4,11 +4,16 @@ Every capability tool is checked against the run's capability token first; a cal
 scope is refused (ERR_CONSTRAINT_VIOLATION, recorded as a failed tool result and an
 ``error`` event). Approval-required capabilities go through the gate, and
 ``request_capability`` asks a person for one the run lacks (never beyond its parent's).
+
+A failed call is reported to the model with its error; a failed call that repeats an
+earlier failed one exactly (same tool, same arguments) also gets a ``hint`` saying so,
+since a small model otherwise tries the same thing until its turns run out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ from ..errors import ErrorCode, ProtocolError
 from ..events import EventType
 from ..tools import REQUEST_CAPABILITY, RUNTIME_TOOLS, ToolContext
 from .acceptance import grant
+from .prompt import tool_message_failed
 from .questions import Questions, awaits_decision
 from .reporting import Reporter
 from .settings import RunnerSettings
@@ -64,6 +70,11 @@ class ToolCalls:
             record = {"name": call.name, "ok": False, "error": {
                 "code": ErrorCode.TOOL_FAILURE.value,
                 "message": f"Tool {call.name} failed: {type(exc).__name__}: {str(exc)[:300]}"}}
+        if not record["ok"]:
+            earlier = earlier_failure(run, call)
+            if earlier is not None:
+                record["hint"] = (f"You already tried this exact call; it failed because {earlier}; "
+                                  f"try something else or call yield_control.")
         turn.completed[call.id] = record
         await self.reporter.save(run)
         await emit(run.run_id, _TOOL_RESULT, {"id": call.id, **record})
@@ -126,6 +137,40 @@ class ToolCalls:
         grant(run, self.settings)
         granted_tools = [tool.name for tool in RUNTIME_TOOLS.values() if tool.capability == capability]
         return {"capability": capability, "granted": True, "tools": granted_tools}
+
+
+def earlier_failure(run: ActiveRun, call: ToolCall) -> str | None:
+    """The error message of an earlier failed call in the run's conversation with the same
+    tool and arguments as ``call``, else None. Read only when a call fails."""
+    chat = run.chat
+    turn = chat.turn
+    if turn is not None:    # the turn in hand: its calls are not in the conversation yet
+        for earlier in turn.calls:
+            record = turn.completed.get(earlier.id)
+            if (record is not None and not record["ok"] and earlier.id != call.id
+                    and earlier.name == call.name and earlier.arguments == call.arguments):
+                return _error_message(record.get("error"))
+    calls: dict[Any, tuple[Any, Any]] = {}     # call id -> (tool, arguments)
+    for message in chat.messages:
+        role = message.get("role")
+        if role == "assistant":
+            for made in message.get("tool_calls") or ():
+                calls[made.get("id")] = (made.get("name"), made.get("arguments"))
+        elif role == "tool" and tool_message_failed(message.get("content")):
+            made_call = calls.get(message.get("tool_call_id"))
+            if made_call == (call.name, call.arguments):
+                try:
+                    failed = json.loads(message["content"])
+                except ValueError:
+                    failed = {}
+                return _error_message(failed.get("error") if isinstance(failed, dict) else None)
+    return None
+
+
+def _error_message(error: object) -> str:
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"]).rstrip(".")
+    return "of an error"
 
 
 def _raise_unless_allowed(decision: ApprovalDecision) -> None:
