@@ -35,7 +35,6 @@ from delegations.protocol.manifest import (
     manifest_json,
     parse_entry_point,
 )
-from delegations.protocol.schemas import validate_instance
 
 from .schema_tables import SchemaRow, schema_rows
 
@@ -390,9 +389,8 @@ class Skill(models.Model):
                 f"skill {self.ref}'s instruction file {self.entry_point} is missing from its "
                 "bundle (only manifest.json was imported); import the bundle with both files "
                 "under a new version, then name that version")))
-        if self.input_schema:
-            issues.extend(Issue(issue.field, f"{issue.message} (skill {self.ref}'s input_schema)")
-                          for issue in validate_instance(self.input_schema, input_data, "input_data"))
+        issues.extend(Issue(issue.field, f"{issue.message} (skill {self.ref}'s input_schema)")
+                      for issue in self.to_manifest().input_issues(input_data))
         return issues
 
     @property

@@ -14,7 +14,7 @@ from delegations.protocol.packet import parse_packet
 from delegations.protocol.results import ResultStatus
 from delegations.protocol.runner import Runner
 
-from .conftest import busy_turn, call_turn, delegate_args, root_packet, yield_turn
+from .conftest import busy_turn, call_turn, root_packet, yield_turn
 
 
 def offered_names(adapter: ScriptedAdapter) -> list[list[str]]:
@@ -137,19 +137,6 @@ async def test_a_cancelled_run_still_produces_a_failure_result_and_keeps_its_err
     assert outcome.result.error_report is not None and outcome.result.error_report.code == "CANCELLED"
     assert "error" not in [e.type for e in sink.of_run("r-c")]   # a cancellation is not a failure
     assert last_event(sink, "r-c", "result")["result"]["status"] == "FAILURE"
-
-
-async def test_a_child_that_times_out_hands_its_parent_a_failure_result(
-        runner: Runner, sink: MemorySink) -> None:
-    config = {"script": [call_turn("delegate_task", delegate_args("slow", timeout_s=0.1)), yield_turn()],
-              "children": {"slow": {"script": [{**yield_turn(), "delay_ms": 30_000}]}}}
-    outcome = await runner.start(parse_packet(root_packet()), adapter=ScriptedAdapter(config))
-
-    assert outcome.state is RunState.COMPLETE
-    announce = next(e.data for e in sink.events if e.type == "tool_result" and e.run_id == outcome.run_id)
-    assert announce["result"]["status"] == "timeout"
-    assert announce["result"]["result"]["status"] == "FAILURE"
-    assert announce["result"]["result"]["error_report"]["code"] == "ERR_TIMEOUT"
 
 
 async def test_a_repeated_identical_failing_call_is_pointed_out(

@@ -312,6 +312,9 @@ async def test_a_child_timeout_is_reported_to_the_parent_as_a_timeout_announce(
     announce = next(e.data for e in sink.events if e.type == "tool_result" and e.run_id == outcome.run_id)
     assert announce["result"]["status"] == "timeout"
     assert announce["result"]["error"]["code"] == "ERR_TIMEOUT"
+    # the child hands its parent a FAILURE result the runner wrote for it, not null
+    assert announce["result"]["result"]["status"] == "FAILURE"
+    assert announce["result"]["result"]["error_report"]["code"] == "ERR_TIMEOUT"
 
 
 async def test_the_host_cancelling_start_cancels_the_run(runner: Runner, sink: MemorySink) -> None:

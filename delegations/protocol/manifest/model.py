@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, KNOWN_CAPABILITIES
 from ..errors import ErrorCode, Issue, ProtocolError
-from ..schemas import normalize_schema_issues
+from ..schemas import normalize_schema_issues, validate_instance
 from .entry_points import EntryPoint, EntryPointKind, module_allowed, parse_entry_point
 from .versions import SemVer
 
@@ -169,6 +169,12 @@ class SkillManifest(BaseModel):
     @property
     def entry(self) -> EntryPoint:
         return parse_entry_point(self.entry_point)
+
+    def input_issues(self, input_data: object) -> list[Issue]:
+        """Where ``input_data`` breaks this skill's ``input_schema`` (none without one)."""
+        if not self.input_schema:
+            return []
+        return validate_instance(self.input_schema, input_data, "input_data")
 
     @property
     def unknown_capabilities(self) -> list[str]:

@@ -20,7 +20,6 @@ from ..capabilities import issue_token, narrow_capabilities
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..lint import Finding, Severity, rejection_message
 from ..packet import HandoffPacket, SubagentType, parse_packet
-from ..schemas import validate_instance
 from ..tools import offered_tools
 from .settings import RunnerSettings
 from .state import ActiveRun, Clock, Scope
@@ -113,9 +112,7 @@ def child_scope(arguments: dict[str, Any], parent: Scope, *, depth: int, label: 
 
 def input_issues(skill: SkillManifest | None, packet: HandoffPacket) -> list[Issue]:
     """Where ``input_data`` breaks the skill's ``input_schema`` (none without a schema)."""
-    if skill is None or not skill.input_schema:
-        return []
-    return validate_instance(skill.input_schema, packet.input_data, "input_data")
+    return skill.input_issues(packet.input_data) if skill is not None else []
 
 
 def rejection(findings: list[Finding], issues: list[Issue]) -> dict[str, Any] | None:

@@ -88,9 +88,12 @@ def tool_message_text(name: str, record: dict[str, Any]) -> str:
     return _json_text(result)
 
 
-def tool_message_failed(content: object) -> bool:
-    """Whether a tool message's content (:func:`tool_message_text`) reports a failure."""
-    return isinstance(content, str) and content.startswith('{"error":')
+def failure_text(record: dict[str, Any]) -> str:
+    """Why a failed tool call failed, in words (its error's message)."""
+    error = record.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"]).rstrip(".")
+    return "of an error"
 
 
 def _compact_announce(announce: dict[str, Any]) -> dict[str, Any]:

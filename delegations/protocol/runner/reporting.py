@@ -20,7 +20,6 @@ from ..lifecycle import TERMINAL_STATES, RunState, can_transition, check_transit
 from ..results import ErrorReport, ResponsePackage, ResultStatus
 from .checkpointing import checkpoint_of
 from .outcome import RunOutcome
-from .prompt import tool_message_failed
 from .state import ActiveRun
 
 # the sink's emit(run_id, type, data)
@@ -129,7 +128,7 @@ def runner_failure(run: ActiveRun, state: RunState, error: dict[str, Any] | None
     message = str(error.get("message") or f"The run ended {state} without a result.")
     chat = run.chat
     model_calls = sum(1 for entry in chat.messages if entry.get("role") == "assistant")
-    tools = [(str(entry.get("name") or "tool"), not tool_message_failed(entry.get("content")))
+    tools = [(str(entry.get("name") or "tool"), "failure" not in entry)
              for entry in chat.messages if entry.get("role") == "tool"]
     turn = chat.turn
     if turn is not None:

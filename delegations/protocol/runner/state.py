@@ -21,7 +21,7 @@ from ..errors import ProtocolError
 from ..lifecycle import RunState
 from ..lint import Finding
 from ..packet import HandoffPacket
-from .prompt import tool_message_text
+from .prompt import failure_text, tool_message_text
 
 if TYPE_CHECKING:
     from ..manifest import SkillManifest
@@ -102,8 +102,13 @@ class Conversation:
         if call_id in self.answered:
             return
         self.answered.add(call_id)
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "name": name,
-                              "content": tool_message_text(name, record)})
+        message = {"role": "tool", "tool_call_id": call_id, "name": name,
+                   "content": tool_message_text(name, record)}
+        if not record.get("ok"):
+            # kept beside the text the model reads, so the run can tell its failed calls
+            # apart (the summary of a runner-written result, the "already tried" hint)
+            message["failure"] = failure_text(record)
+        self.messages.append(message)
 
     def answer_turn(self) -> None:
         """Answer the turn's executed tool calls.

@@ -13,7 +13,6 @@ since a small model otherwise tries the same thing until its turns run out.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from ..errors import ErrorCode, ProtocolError
 from ..events import EventType
 from ..tools import REQUEST_CAPABILITY, RUNTIME_TOOLS, ToolContext
 from .acceptance import grant
-from .prompt import tool_message_failed
+from .prompt import failure_text
 from .questions import Questions, awaits_decision
 from .reporting import Reporter
 from .settings import RunnerSettings
@@ -140,8 +139,8 @@ class ToolCalls:
 
 
 def earlier_failure(run: ActiveRun, call: ToolCall) -> str | None:
-    """The error message of an earlier failed call in the run's conversation with the same
-    tool and arguments as ``call``, else None. Read only when a call fails."""
+    """Why an earlier call of the run with the same tool and arguments as ``call`` failed,
+    else None. Read only when a call fails."""
     chat = run.chat
     turn = chat.turn
     if turn is not None:    # the turn in hand: its calls are not in the conversation yet
@@ -149,28 +148,15 @@ def earlier_failure(run: ActiveRun, call: ToolCall) -> str | None:
             record = turn.completed.get(earlier.id)
             if (record is not None and not record["ok"] and earlier.id != call.id
                     and earlier.name == call.name and earlier.arguments == call.arguments):
-                return _error_message(record.get("error"))
+                return failure_text(record)
     calls: dict[Any, tuple[Any, Any]] = {}     # call id -> (tool, arguments)
     for message in chat.messages:
-        role = message.get("role")
-        if role == "assistant":
+        if message.get("role") == "assistant":
             for made in message.get("tool_calls") or ():
                 calls[made.get("id")] = (made.get("name"), made.get("arguments"))
-        elif role == "tool" and tool_message_failed(message.get("content")):
-            made_call = calls.get(message.get("tool_call_id"))
-            if made_call == (call.name, call.arguments):
-                try:
-                    failed = json.loads(message["content"])
-                except ValueError:
-                    failed = {}
-                return _error_message(failed.get("error") if isinstance(failed, dict) else None)
+        elif "failure" in message and calls.get(message.get("tool_call_id")) == (call.name, call.arguments):
+            return str(message["failure"])
     return None
-
-
-def _error_message(error: object) -> str:
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"]).rstrip(".")
-    return "of an error"
 
 
 def _raise_unless_allowed(decision: ApprovalDecision) -> None:
