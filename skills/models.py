@@ -83,6 +83,12 @@ def search_text_for(manifest: SkillManifest) -> str:
     return text[:SEARCH_TEXT_LIMIT]
 
 
+def refusal(issues: list[Issue]) -> ProtocolError:
+    """The ERR_INVALID_PACKET that refuses a run of a skill, led by its first issue."""
+    first = issues[0]
+    return ProtocolError(ErrorCode.INVALID_PACKET, f"{first.field}: {first.message}", issues=issues)
+
+
 def approval_required_capabilities() -> frozenset[str]:
     return frozenset(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES)
 
@@ -198,9 +204,17 @@ class SkillQuerySet(models.QuerySet["Skill"]):
 
     def manifest_for(self, ref: str) -> SkillManifest | None:
         """What the runner's skill resolver needs: ``name@version`` (or ``name`` for the
-        latest) as the protocol's SkillManifest, or None when the registry has no such skill."""
+        latest) as the protocol's SkillManifest, or None when the registry has no such skill.
+
+        Raises ProtocolError(ERR_INVALID_PACKET), as :meth:`for_run` does for a root run,
+        when the version's instruction file is missing: a child would run without them."""
         skill = self.resolve(ref)
-        return skill.to_manifest() if skill is not None else None
+        if skill is None:
+            return None
+        missing = skill.missing_instructions_issue
+        if missing is not None:
+            raise refusal([missing])
+        return skill.to_manifest()
 
     def for_run(self, ref: str, input_data: dict[str, Any]) -> Skill:
         """The skill a run naming ``ref`` executes with (``name@version``, or ``name`` for
@@ -215,9 +229,7 @@ class SkillQuerySet(models.QuerySet["Skill"]):
             raise ProtocolError(ErrorCode.INVALID_PACKET, message, issues=[Issue("skill", message)])
         issues = skill.run_issues(input_data)
         if issues:
-            first = issues[0]
-            raise ProtocolError(ErrorCode.INVALID_PACKET, f"{first.field}: {first.message}",
-                                issues=issues)
+            raise refusal(issues)
         return skill
 
     def _unknown_skill_message(self, ref: str) -> str:
@@ -372,23 +384,24 @@ class Skill(models.Model):
         return manifest
 
     @property
-    def instructions_missing(self) -> bool:
-        """An instruction-file entry point whose file was not part of the import: a run
-        would have nothing to follow."""
+    def missing_instructions_issue(self) -> Issue | None:
+        """Why no run may execute this version, if it may not: an instruction-file entry
+        point whose file was not part of the import leaves a run nothing to follow."""
         try:
             entry = parse_entry_point(self.entry_point)
         except ValueError:
-            return False
-        return entry.kind is EntryPointKind.INSTRUCTIONS and not self.instructions.strip()
+            return None
+        if entry.kind is not EntryPointKind.INSTRUCTIONS or self.instructions.strip():
+            return None
+        return Issue("skill", (
+            f"skill {self.ref}'s instruction file {self.entry_point} is missing from its "
+            "bundle (only manifest.json was imported); import the bundle with both files "
+            "under a new version, then name that version"))
 
     def run_issues(self, input_data: dict[str, Any]) -> list[Issue]:
         """Why a run of this version with ``input_data`` cannot start (empty when it can)."""
-        issues: list[Issue] = []
-        if self.instructions_missing:
-            issues.append(Issue("skill", (
-                f"skill {self.ref}'s instruction file {self.entry_point} is missing from its "
-                "bundle (only manifest.json was imported); import the bundle with both files "
-                "under a new version, then name that version")))
+        missing = self.missing_instructions_issue
+        issues: list[Issue] = [missing] if missing is not None else []
         issues.extend(Issue(issue.field, f"{issue.message} (skill {self.ref}'s input_schema)")
                       for issue in self.to_manifest().input_issues(input_data))
         return issues

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .capabilities import APPROVAL_REQUIRED_CAPABILITIES
+
 
 class Checkpoint(BaseModel):
     """The state of one run at a point where it can be continued.
@@ -59,6 +61,8 @@ class Checkpoint(BaseModel):
     children: dict[str, str] = Field(default_factory=dict)
     capabilities: list[str] = Field(default_factory=list)
     capability_ceiling: list[str] | None = None    # a root's bound from its host, if any
+    # capabilities whose every use waits for a person (a checkpoint without: all that may)
+    approval_required: list[str] = Field(default_factory=lambda: sorted(APPROVAL_REQUIRED_CAPABILITIES))
     capability_token: str = ""
     budget: dict[str, Any] = Field(default_factory=dict)
     correction_used: bool = False

@@ -425,6 +425,12 @@ def _apply_state(run: Run, data: dict[str, Any], stamp: datetime) -> set[str]:
     if "findings" in data:
         run.findings = data["findings"]
         fields.add("findings")
+    skill = data.get("skill")
+    if isinstance(skill, str) and skill and skill != run.skill:
+        # a child's skill as the runner resolved it: pinned to the version that runs
+        run.skill = skill
+        run.packet = {**(run.packet or {}), "skill": skill}
+        fields |= {"skill", "packet"}
     if not new or new == run.state:
         return fields
     try:

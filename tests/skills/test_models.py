@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+from delegations.protocol.errors import ErrorCode, ProtocolError
 from skills.models import Skill
 from skills.schema_tables import schema_rows
 from skills.services import skill_delete
-from tests.skills.factories import add_skill
+from tests.skills.factories import INSTRUCTIONS, add_skill
 
 pytestmark = pytest.mark.django_db
 
@@ -168,8 +169,19 @@ def test_a_schema_that_is_not_an_object_gets_one_row():
 
 
 def test_the_runner_resolves_a_reference_to_a_protocol_manifest():
-    add_skill("ranker", "1.0.0")
-    add_skill("ranker", "1.2.0")
+    add_skill("ranker", "1.0.0", instructions=INSTRUCTIONS)
+    add_skill("ranker", "1.2.0", instructions=INSTRUCTIONS)
     assert Skill.objects.manifest_for("ranker").version == "1.2.0"
     assert Skill.objects.manifest_for("ranker@1.0.0").ref == "ranker@1.0.0"
     assert Skill.objects.manifest_for("ghost") is None
+
+
+def test_the_runner_is_refused_a_version_whose_instruction_file_is_missing():
+    add_skill("ranker", "1.0.0")  # manifest.json alone
+    with pytest.raises(ProtocolError) as refused:
+        Skill.objects.manifest_for("ranker")
+    assert refused.value.code == ErrorCode.INVALID_PACKET
+    with pytest.raises(ProtocolError) as root_refused:
+        Skill.objects.for_run("ranker", {})
+    assert refused.value.message == root_refused.value.message
+    assert "ranker@1.0.0's instruction file instructions.md is missing" in refused.value.message

@@ -4,7 +4,10 @@ One run goes through three phases (``orchestrator.Runner`` tells them in this or
 
 accept (``acceptance``)
     ``PENDING``: the packet is validated (``parse_packet`` unless it already is a
-    HandoffPacket), linted (lint errors -> ``REJECTED`` with the findings in the outcome,
+    HandoffPacket), the skill it names is resolved through the host's ``skills`` resolver
+    and merged in with its ``skill`` pinned to ``name@version`` (the ``PENDING`` event
+    carries it; a skill the resolver lacks or refuses, with a ProtocolError, rejects the
+    run with that message), linted (lint errors -> ``REJECTED`` with the findings in the outcome,
     the ``error`` event and the ``result`` event), ``input_data`` is checked against the
     skill's ``input_schema``, the depth against ``max_depth`` (the smaller of the packet's
     and ``RunnerSettings.max_depth``), and budget and capabilities against the parent's:
@@ -19,7 +22,9 @@ work (``model_turns``, ``tool_calls``, ``children``)
     is a ``model_call`` event and is metered and charged to the run and all its
     ancestors. Tool calls run with ``tool_call`` / ``tool_result`` events; every
     capability tool is checked against the run's token first, approval-required
-    capabilities go through the gate (``questions``). ``delegate_task`` calls of one turn
+    capabilities go through the gate (``questions``): the run's own set, settled at
+    acceptance and inherited by its children, is ``RunnerSettings.approval_required`` plus,
+    for a skill with ``requires_approval``, its approval-class capabilities. ``delegate_task`` calls of one turn
     run concurrently as child runs; each child's announce (OpenClaw sub-agents) becomes the
     tool result its parent's model reads. A failed tool call is reported to the model with
     its error; one that repeats an earlier failed call exactly (same tool and arguments)
@@ -53,8 +58,9 @@ finish (``judging``, ``reporting``)
 Decisions worth knowing:
 
 - Who may delegate: the root run (depth 0) is the coordinator and is always offered
-  ``delegate_task`` while depth < max_depth; a child is offered it only when its packet
-  says ``allow_nested`` (OpenClaw sub-agents do not spawn by default). A child inherits
+  ``delegate_task`` while depth < max_depth, unless it runs a skill; a child, and a root
+  running a skill (a specialist), is offered it only when its packet says
+  ``allow_nested`` (OpenClaw sub-agents do not spawn by default). A child inherits
   ``allow_nested``, ``max_depth``, the workspace folder and (unless its ``delegate_task``
   arguments name ``capabilities``) the parent's capabilities, all narrowed. A
   ``delegate_task`` call where it is not offered is refused with ERR_CONSTRAINT_VIOLATION.

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..budgets import Budget, narrow
-from ..capabilities import issue_token, narrow_capabilities
+from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, issue_token, narrow_capabilities
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..lint import Finding, Severity, rejection_message
 from ..packet import HandoffPacket, SubagentType, parse_packet
@@ -27,6 +27,9 @@ from .state import ActiveRun, Clock, Scope
 if TYPE_CHECKING:
     from ..manifest import SkillManifest
 
+# the host's skill lookup: the manifest of ``name@version`` (or ``name``, for its latest),
+# None when the registry has no such skill; a ProtocolError when it has one that cannot run
+# (its message is the rejection)
 SkillResolver = Callable[[str], Awaitable["SkillManifest | None"]]
 
 # lint codes that mean "asks for more than the parent has" (narrowed unless lint says error)
@@ -34,8 +37,12 @@ _SCOPE_CODES = frozenset({"BUDGET_EXCEEDS_PARENT", "CAPABILITY_EXCEEDS_PARENT", 
 
 
 def merge_skill(packet: HandoffPacket, skill: SkillManifest) -> HandoffPacket:
-    """The packet with the skill's instructions, output schema and capabilities as defaults."""
+    """The packet with the skill's instructions, output schema and capabilities as defaults,
+    and its ``skill`` pinned to the exact ``name@version`` that runs (the run's record then
+    says which version that was, even when the delegation named the skill alone)."""
     update: dict[str, Any] = {}
+    if packet.skill != skill.ref:
+        update["skill"] = skill.ref
     instructions = getattr(skill, "instructions", None)
     if not packet.instruction_set and instructions:
         update["instruction_set"] = instructions
@@ -48,6 +55,15 @@ def merge_skill(packet: HandoffPacket, skill: SkillManifest) -> HandoffPacket:
         with contextlib.suppress(ValueError):
             update["subagent_type"] = SubagentType(kind)
     return packet.model_copy(update=update) if update else packet
+
+
+def approval_required(base: frozenset[str], skill: SkillManifest | None) -> frozenset[str]:
+    """The capabilities whose every use waits for a person in a run: ``base`` (the
+    deployment's set, or the parent's for a child) plus, for a skill that requires
+    approval, its approval-class capabilities, which a deployment cannot switch off."""
+    if skill is None or not skill.requires_approval:
+        return base
+    return base | (frozenset(skill.capabilities) & APPROVAL_REQUIRED_CAPABILITIES)
 
 
 def root_scope(packet: HandoffPacket, skill: SkillManifest | None, *,
@@ -134,14 +150,16 @@ def rejection(findings: list[Finding], issues: list[Issue]) -> dict[str, Any] | 
 def settle_limits(scope: Scope, clock: Clock, *, depth: int, default_timeout_s: float) -> None:
     """Fix the accepted run's limits: iterations (the packet's, capped by its budget), its
     timeout (``timeout_s``, else the budget's runtime, else the default) and whether it may
-    delegate (the root run, the coordinator, always may below ``max_depth``; a child only
-    with ``allow_nested``)."""
+    delegate: below ``max_depth``, the root run, the coordinator, always may, unless it runs
+    a skill (a specialist, like a child, delegates only with ``allow_nested``: offered
+    ``delegate_task`` it does not need, SmolLM2-135M handed price research to a "coder")."""
     packet = scope.packet
     assert packet is not None
     limit = scope.budget.max_iterations
     scope.max_iterations = packet.max_iterations if limit is None else min(packet.max_iterations, limit)
     clock.timeout_s = packet.timeout_s or scope.budget.max_runtime_s or default_timeout_s
-    scope.can_delegate = (depth == 0 or packet.allow_nested) and depth < scope.max_depth
+    coordinator = depth == 0 and not packet.skill
+    scope.can_delegate = (coordinator or packet.allow_nested) and depth < scope.max_depth
 
 
 def grant(run: ActiveRun, settings: RunnerSettings) -> None:

@@ -63,6 +63,7 @@ def _fixed_fields(run: ActiveRun) -> dict[str, Any]:
         "adapter_name": run.adapter_name, "adapter_config": run.adapter_config,
         "max_iterations": scope.max_iterations, "max_depth": scope.max_depth,
         "can_delegate": scope.can_delegate, "capability_ceiling": scope.ceiling,
+        "approval_required": sorted(scope.approval_required),
         "budget": scope.budget_dict(), "timeout_s": run.clock.timeout_s,
         "created_at": run.clock.created_at}
 
@@ -94,6 +95,7 @@ def restore(checkpoint: Checkpoint, parent: ActiveRun | None, adapter: ModelAdap
     scope.max_iterations = checkpoint.max_iterations
     scope.max_depth = checkpoint.max_depth
     scope.can_delegate = checkpoint.can_delegate
+    scope.approval_required = frozenset(checkpoint.approval_required)
 
     chat = run.chat
     chat.messages = list(checkpoint.messages)

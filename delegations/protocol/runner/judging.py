@@ -171,8 +171,9 @@ class Judge:
                 failure_report=(report.message if report and report.message else result.summary) or str(reason),
                 specific_failures=list(result.blockers) or ([report.message] if report and report.message else []),
                 fix_instructions=rule.description)
-            scope.retry_with(scope.packet.model_copy(update={"previous_failure": previous}))
-            chat.messages = initial_messages(scope.packet, scope.packet_dict())
+            scope.replace_packet(scope.packet.model_copy(update={"previous_failure": previous}))
+            chat.messages = initial_messages(scope.packet, scope.packet_dict(), examples=scope.examples,
+                                             compact=run.adapter.compact_prompt)
             chat.answered = set()
             chat.iteration = 0
             attempts.correction_used = False

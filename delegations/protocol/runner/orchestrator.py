@@ -26,6 +26,7 @@ from ..sessions import new_run_id, session_key
 from ..tools import DELEGATE_TASK, FINISH_WITH_CHILDREN, YIELD_CONTROL
 from .acceptance import (
     SkillResolver,
+    approval_required,
     grant,
     input_issues,
     merge_skill,
@@ -237,29 +238,24 @@ class Runner:
     async def _accept(self, run: ActiveRun) -> bool:
         """PENDING -> ACCEPTED -> WORKING, or REJECTED (False)."""
         report, scope = self._report, run.scope
+        refused = scope.reject.as_dict() if scope.reject is not None else await self._resolve_skill(scope)
         run.state = RunState.PENDING
-        await report.emit(run.run_id, _STATE, {
-            "state": "PENDING", "previous": None, "depth": run.depth, "label": run.label,
-            "parent_run_id": run.parent.run_id if run.parent is not None else None,
-            "root_run_id": run.root_id})
-        if scope.reject is not None:
-            await report.end(run, RunState.REJECTED, error=scope.reject.as_dict())
+        pending = {"state": "PENDING", "previous": None, "depth": run.depth, "label": run.label,
+                   "parent_run_id": run.parent.run_id if run.parent is not None else None,
+                   "root_run_id": run.root_id}
+        if scope.packet is not None and scope.packet.skill:
+            pending["skill"] = scope.packet.skill    # name@version once the skill resolved
+        await report.emit(run.run_id, _STATE, pending)
+        if refused is not None:
+            await report.end(run, RunState.REJECTED, error=refused)
             return False
         packet = scope.packet
         assert packet is not None
-        if scope.skill is None and packet.skill and self.skills is not None:
-            scope.skill = await self.skills(packet.skill)
-            if scope.skill is None:
-                await report.end(run, RunState.REJECTED, error={
-                    "code": ErrorCode.INVALID_PACKET.value,
-                    "message": f"Skill '{packet.skill}' is not in the registry; import it or "
-                               f"name an existing skill@version."})
-                return False
-            packet = scope.packet = merge_skill(packet, scope.skill)
-            if scope.requested is not None:
-                scope.requested = merge_skill(scope.requested, scope.skill)
+        scope.approval_required = approval_required(
+            run.parent.scope.approval_required if run.parent is not None else self.settings.approval_required,
+            scope.skill)
         findings = lint_packet(scope.requested or packet, scope.parent_view, max_depth=self.settings.max_depth,
-                               approval_required=self.settings.approval_required, **self._lint_limits)
+                               approval_required=scope.approval_required, **self._lint_limits)
         scope.max_depth = min(packet.max_depth, self.settings.max_depth)
         scope.findings = findings
         error = rejection(findings, input_issues(scope.skill, packet))
@@ -269,15 +265,37 @@ class Runner:
         # the run keeps the narrowed scope from here on (lint saw what was asked for)
         scope.requested = None
         if packet.budget is not scope.budget or packet.capabilities != scope.capabilities:
-            packet = scope.packet = packet.model_copy(update={
-                "budget": scope.budget, "capabilities": list(scope.capabilities)})
+            packet = packet.model_copy(update={"budget": scope.budget, "capabilities": list(scope.capabilities)})
+            scope.replace_packet(packet)
         settle_limits(scope, run.clock, depth=run.depth, default_timeout_s=self.settings.default_timeout_s)
         run.checkpoint_base = None
         await report.set_state(run, RunState.ACCEPTED,
                                {"findings": [f.as_dict() for f in findings]} if findings else None)
-        run.chat.messages = initial_messages(packet, scope.packet_dict())
+        run.chat.messages = initial_messages(packet, scope.packet_dict(), examples=scope.examples,
+                                             compact=run.adapter.compact_prompt)
         await report.set_state(run, RunState.WORKING)
         return True
+
+    async def _resolve_skill(self, scope: Scope) -> dict[str, Any] | None:
+        """Look up the skill the packet names (unless the host gave it) and merge it in,
+        pinned to the version found; the rejection when the registry has no such skill or
+        refuses to run it (the resolver's ProtocolError)."""
+        packet = scope.packet
+        if scope.skill is not None or packet is None or not packet.skill or self.skills is None:
+            return None
+        try:
+            skill = await self.skills(packet.skill)
+        except ProtocolError as exc:
+            return exc.as_dict()
+        if skill is None:
+            return {"code": ErrorCode.INVALID_PACKET.value,
+                    "message": f"Skill '{packet.skill}' is not in the registry; import it or "
+                               f"name an existing skill@version."}
+        scope.skill = skill
+        scope.replace_packet(merge_skill(packet, skill))
+        if scope.requested is not None:
+            scope.requested = merge_skill(scope.requested, skill)
+        return None
 
     def _arm(self, run: ActiveRun) -> None:
         """Deadline, token and tools for the time the run works in this process; time spent

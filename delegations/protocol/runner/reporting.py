@@ -127,9 +127,10 @@ def runner_failure(run: ActiveRun, state: RunState, error: dict[str, Any] | None
     code = str(error.get("code") or ErrorCode.TOOL_FAILURE.value)
     message = str(error.get("message") or f"The run ended {state} without a result.")
     chat = run.chat
-    model_calls = sum(1 for entry in chat.messages if entry.get("role") == "assistant")
+    work = [entry for entry in chat.messages if not entry.get("example")]
+    model_calls = sum(1 for entry in work if entry.get("role") == "assistant")
     tools = [(str(entry.get("name") or "tool"), "failure" not in entry)
-             for entry in chat.messages if entry.get("role") == "tool"]
+             for entry in work if entry.get("role") == "tool"]
     turn = chat.turn
     if turn is not None:
         tools += [(str(record.get("name") or "tool"), bool(record.get("ok")))

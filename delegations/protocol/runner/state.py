@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..adapters.base import ModelAdapter, ToolCall
 from ..budgets import Budget, Usage
+from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES
 from ..errors import ProtocolError
 from ..lifecycle import RunState
 from ..lint import Finding
@@ -42,6 +43,8 @@ class Scope:
     budget: Budget = field(default_factory=Budget.unlimited)
     capabilities: list[str] = field(default_factory=list)
     ceiling: list[str] | None = None             # a root's capability bound from its host
+    # capabilities whose every use waits for a person (settled at acceptance, inherited)
+    approval_required: frozenset[str] = APPROVAL_REQUIRED_CAPABILITIES
     findings: list[Finding] = field(default_factory=list)
     max_depth: int = 3
     max_iterations: int = 5
@@ -51,10 +54,16 @@ class Scope:
     _packet_dict: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _budget_dict: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
-    def retry_with(self, packet: HandoffPacket) -> None:
-        """The packet of a fresh attempt (its dict is built again)."""
+    def replace_packet(self, packet: HandoffPacket) -> None:
+        """A changed packet (a skill merged in, the scope narrowed, a fresh attempt): its
+        dict is built again, since the child event may have built it already."""
         self.packet = packet
         self._packet_dict = None
+
+    @property
+    def examples(self) -> list[dict[str, Any]]:
+        """The skill's worked examples, shown to the model before the task."""
+        return list(self.skill.examples) if self.skill is not None else []
 
     def packet_dict(self) -> dict[str, Any]:
         """``packet.to_dict()``, built once per packet (events and every checkpoint use it)."""

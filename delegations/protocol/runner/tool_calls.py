@@ -94,7 +94,7 @@ class ToolCalls:
             raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
                                 "run_command is switched off on this server (subprocess_enabled).")
         arguments = call.arguments
-        if tool.capability in settings.approval_required:
+        if tool.capability in run.scope.approval_required:
             decision = await self.questions.ask(
                 run, ApprovalKind.CAPABILITY, call.id,
                 f"Run {run.label or run.run_id} wants to {call.name} ({tool.capability})",

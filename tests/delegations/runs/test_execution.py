@@ -18,10 +18,12 @@ from delegations.models import Approval, Run, RunCheckpoint, RunEvent, RunMessag
 from delegations.protocol.adapters import register_adapter
 from delegations.protocol.adapters.base import Message, ModelTurn, TextCallback, ToolSchema
 from delegations.protocol.adapters.scripted import ScriptedAdapter
+from delegations.protocol.errors import ProtocolError
 from delegations.runs.execution import execute
 from delegations.runs.maintenance import archive_runs, sweep_runs
 from delegations.runs.workflows import run_cancel, run_create, run_retry, run_send_message
 from tests.delegations import scripts
+from tests.skills.factories import add_skill
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -89,6 +91,37 @@ def test_a_child_naming_a_skill_the_registry_lacks_is_rejected(immediate_tasks: 
                      config=delegate_to_skill("no-such-skill@9.9.9"), owner=composer)
     child = Run.objects.get(parent=run)
     assert child.state == "REJECTED" and "no-such-skill@9.9.9" in child.error["message"]
+
+
+@pytest.mark.services
+def test_a_child_naming_a_skill_by_name_is_recorded_with_the_version_that_ran(
+        immediate_tasks: None, composer: Any, composer_client: Any) -> None:
+    scripts.add_caching_skill("1.0.0")
+    scripts.add_caching_skill("1.1.0")
+    run = run_create(packet=scripts.packet(), adapter="scripted",
+                     config=delegate_to_skill("caching"), owner=composer)
+    assert run.state == "COMPLETE"
+    child = Run.objects.get(parent=run)
+    assert child.state == "COMPLETE"
+    assert child.skill == "caching@1.1.0" and child.packet["skill"] == "caching@1.1.0"
+    page = composer_client.get(f"/runs/{child.pk}/").content.decode()
+    assert 'href="/skills/caching/1.1.0/">caching@1.1.0</a>' in page
+
+
+@pytest.mark.services
+def test_a_child_naming_a_skill_without_its_instruction_file_is_rejected_as_a_root_run_is(
+        immediate_tasks: None, composer: Any) -> None:
+    add_skill("caching", "1.0.0", input_schema={"options": ["string"]})  # manifest.json alone
+    with pytest.raises(ProtocolError) as root_refusal:
+        run_create(packet=scripts.skill_packet("caching@1.0.0"), adapter="scripted",
+                   config=scripts.leaf(), owner=composer)
+    run = run_create(packet=scripts.packet(), adapter="scripted",
+                     config=delegate_to_skill("caching@1.0.0"), owner=composer)
+    child = Run.objects.get(parent=run)
+    assert child.state == "REJECTED" and child.usage.get("model_calls", 0) == 0
+    assert child.error["code"] == "ERR_INVALID_PACKET"
+    assert child.error["message"] == root_refusal.value.message
+    assert "instruction file instructions.md is missing from its bundle" in child.error["message"]
 
 
 @pytest.mark.services
