@@ -20,6 +20,7 @@ from django.urls import reverse
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, fraction_used
 from delegations.protocol.lifecycle import RunState
+from delegations.runs.failure import failure_headline
 from skills.models import Skill
 
 TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest
@@ -462,6 +463,8 @@ def snapshot(run: Run, *, after: int = 0, with_streams: bool = True) -> dict[str
         "result": result_view(run), "criteria": run.criteria_report if isinstance(run.criteria_report, dict) else None,
         "changes": changes(run), "findings": findings_view(run),
         "error": run.error if isinstance(run.error, dict) else None,
+        "headline": failure_headline(run.state, run.error, run.result, skill=run.skill,
+                                     findings=run.findings or []),
         "queued_messages": list(RunMessage.objects.filter(run=run, delivered_at__isnull=True)),
         "ancestors": _ancestors(run), "skill": skill_view(run),
     }

@@ -71,6 +71,38 @@ def test_a_packet_with_lint_errors_is_a_rejected_run_and_exits_1(tmp_path: Path)
     assert json.loads(out.splitlines()[-1])["data"]["state"] == "REJECTED"
 
 
+def summary_lines(out: str) -> list[str]:
+    """What the command prints after the run's events."""
+    lines = out.splitlines()
+    return lines[max(i for i, line in enumerate(lines) if line.startswith("[")) + 1:]
+
+
+def test_a_rejected_run_leads_its_summary_with_why(tmp_path: Path) -> None:
+    packet = write(tmp_path, "packet.json", scripts.packet(depth=9, max_depth=3))
+    code, out = run_command(packet, "--adapter", "scripted", "--adapter-config", json.dumps(scripts.leaf()))
+    assert code == 1
+    blank, headline, state, *_ = summary_lines(out)
+    assert blank == "" and state.endswith(": REJECTED")
+    assert headline.startswith("Rejected: depth: depth is 9 but its own max_depth is 3.")
+    assert headline.endswith("Fix the packet and start again.")
+
+
+def test_a_run_out_of_model_calls_leads_its_summary_with_the_limit_to_raise(tmp_path: Path) -> None:
+    packet = write(tmp_path, "packet.json", scripts.packet(max_iterations=2))
+    busy = {"tool_calls": [{"name": "list_files", "arguments": {}}]}
+    code, out = run_command(packet, "--adapter", "scripted", "--adapter-config", json.dumps({"script": [busy] * 3}))
+    assert code == 1
+    assert summary_lines(out)[1] == ("Failed: the run used all 2 of its model calls before handing back a "
+                                     "result; raise max_iterations or budget.max_model_calls.")
+
+
+def test_a_successful_run_has_no_headline_before_its_state(tmp_path: Path) -> None:
+    packet = write(tmp_path, "packet.json", scripts.packet())
+    code, out = run_command(packet, "--adapter", "scripted", "--adapter-config", json.dumps(scripts.leaf()))
+    assert code == 0
+    assert summary_lines(out)[1].endswith(": COMPLETE")
+
+
 def test_approvals_are_decided_automatically_when_asked(tmp_path: Path) -> None:
     packet = write(tmp_path, "packet.json", scripts.approval_packet())
     config = json.dumps(scripts.needs_approval())

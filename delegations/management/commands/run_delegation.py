@@ -22,6 +22,7 @@ from delegations.protocol.approvals import AutoGate, Decision
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lifecycle import RunState
 from delegations.runs.execution import Execution, acquire_lease, new_lease_owner, release_lease
+from delegations.runs.failure import failure_headline
 from delegations.runs.workflows import run_cancel, run_create
 
 UNUSABLE = 2
@@ -173,7 +174,14 @@ class Command(BaseCommand):
         return f"[{who} #{event['seq']}] {kind}: {detail}"
 
     def print_summary(self, run: Run) -> None:
-        self.stdout.write(f"\nRun {run.pk}: {run.state}")
+        """After the events: why the run did not finish (when it did not), then its state,
+        result and error."""
+        headline = failure_headline(run.state, run.error, run.result, skill=run.skill,
+                                    findings=run.findings or [])
+        self.stdout.write("")
+        if headline:
+            self.stdout.write(headline)
+        self.stdout.write(f"Run {run.pk}: {run.state}")
         if run.result:
             self.stdout.write(json.dumps(run.result, indent=2, ensure_ascii=False, default=str))
         if run.error:

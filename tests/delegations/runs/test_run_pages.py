@@ -296,6 +296,22 @@ def test_the_form_lists_where_the_input_breaks_the_skills_input_schema(composer_
     assert not Run.objects.exists()
 
 
+def test_a_rejected_runs_page_leads_with_why_before_any_detail(composer_client, composer):
+    run = run_create(packet=scripts.packet(depth=9, max_depth=3), adapter="scripted",
+                     config=scripts.leaf(), owner=composer)
+    assert run.state == "REJECTED"
+    outcome = section(detail(composer_client, run), "run-outcome")
+    headline = ('<p class="notice headline bad" id="failure-headline" role="status">Rejected: depth: '
+                'depth is 9 but its own max_depth is 3.')
+    assert headline in outcome
+    assert outcome.index(headline) < outcome.index("the delegation is not well formed") < outcome.index("Error report")
+
+
+def test_a_completed_runs_page_has_no_failure_headline(composer_client, composer):
+    run = make_run(composer, state="COMPLETE", result={"status": "SUCCESS", "output_payload": {}})
+    assert 'id="failure-headline"' not in detail(composer_client, run)
+
+
 def test_a_run_page_names_a_skill_the_registry_no_longer_has_without_a_link(composer_client, composer):
     run = make_run(composer, skill="gone@1.0.0")
     facts = section(detail(composer_client, run), "run-facts")
