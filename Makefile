@@ -23,6 +23,7 @@ help:
 	@echo "make test   - install and run the whole suite (lint, types, unit, API, browser)"
 	@echo "make lint   - ruff, mypy and the protocol import contract"
 	@echo "make bench  - benchmarks (protocol throughput, runner vs peers)"
+	@echo "make eval   - the reference delegations on every shipped local model, as a table"
 
 $(PY):
 	@python_bin=$$($(find_python)) || { \
@@ -66,3 +67,7 @@ bench: install
 .PHONY: clean
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: eval
+eval: install
+	$(PY) -m tests.evals --verbose

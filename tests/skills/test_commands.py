@@ -107,7 +107,7 @@ def test_the_builtin_catalog_covers_every_subagent_type_and_approval_capability(
         skill = latest.with_capability(capability).get()
         assert skill.requires_approval
     assert {"SourceCodeAnalyzer", "price-research"} <= set(latest.values_list("name", flat=True))
-    assert Skill.objects.filter(name="price-research").count() == 2  # versions to switch between
+    assert Skill.objects.filter(name="price-research").count() == 3  # versions to switch between
     assert all(skill.instructions for skill in latest)  # each has its instruction file
 
 

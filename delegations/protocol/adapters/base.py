@@ -54,6 +54,9 @@ class ModelAdapter(ABC):
     ProtocolError(ERR_INVALID_ADAPTER_CONFIG) naming the key, before any run starts."""
 
     name: ClassVar[str]
+    # a small model whose answers are constrained to the tool schemas reads a shorter
+    # prompt (``runner.prompt.initial_messages``)
+    compact_prompt: ClassVar[bool] = False
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config = dict(config or {})

@@ -1,0 +1,1 @@
+"""Reference delegations that measure how well a model does the job (``make eval``)."""

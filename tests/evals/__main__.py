@@ -1,0 +1,92 @@
+"""``make eval``: the reference delegations on every shipped local model, as a table.
+
+    .venv/bin/python -m tests.evals                       # every installed shipped model
+    .venv/bin/python -m tests.evals --models gemma3-270m  # one model
+    .venv/bin/python -m tests.evals --cases price-usd,review-mixed --verbose
+
+Each case runs with sampling seed = its number, so a run can be repeated. A model whose
+package is not installed is listed with what to install instead of a score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from delegations.protocol.adapters.local import LocalAdapter
+from delegations.protocol.adapters.local_models import (
+    DEFAULT_LOCAL_MODEL,
+    installed,
+    shipped_models,
+)
+from tests.evals.harness import (
+    CaseResult,
+    ModelReport,
+    case_table,
+    evaluate,
+    load_cases,
+    summary_table,
+)
+
+
+def _print_result(result: CaseResult) -> None:
+    mark = "pass" if result.passed else "FAIL"
+    line = f"  {mark}  {result.case.id:<24} {result.wall_seconds:5.2f} s  {result.state}"
+    if not result.passed:
+        line += f"  ({result.why})"
+    print(line, flush=True)
+
+
+async def _evaluate(model: str, cases: list, verbose: bool) -> ModelReport:
+    warm = LocalAdapter({"model": model})
+    load_seconds = await warm.load()
+    print(f"{model}: loaded in {load_seconds:.1f} s, {len(cases)} cases", flush=True)
+    report = await evaluate(model, lambda seed: LocalAdapter({"model": model, "seed": seed}),
+                            cases, on_result=_print_result if verbose else None)
+    report.load_seconds = load_seconds
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", help="comma-separated shipped model names (default: all)")
+    parser.add_argument("--cases", help="comma-separated case ids (default: all)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per case")
+    parser.add_argument("--json", action="store_true", help="the reports as JSON lines too")
+    args = parser.parse_args()
+    names = args.models.split(",") if args.models else [m.name for m in shipped_models()]
+    cases = load_cases(only=args.cases.split(",") if args.cases else ())
+    reports: list[ModelReport] = []
+    for name in names:
+        model = next((m for m in shipped_models() if m.name == name), None)
+        if model is None:
+            parser.error(f"no shipped model named {name!r}; "
+                         f"choose from {', '.join(m.name for m in shipped_models())}")
+        if not installed(name):
+            print(f"{name}: not installed ({model.install}); skipped", flush=True)
+            continue
+        reports.append(asyncio.run(_evaluate(name, cases, args.verbose)))
+    if not reports:
+        print("No shipped model is installed: pip install 'handoff[local]'.")
+        return 1
+    print()
+    print(summary_table(reports))
+    print()
+    print(case_table(reports))
+    print(f"\n(default for the local adapter: {DEFAULT_LOCAL_MODEL}; ✓ every criterion met, "
+          "· schema-valid only, ✗ neither)")
+    if args.json:
+        for report in reports:
+            print(json.dumps({"model": report.model, "passed": report.passed,
+                              "schema_valid": report.schema_valid, "cases": len(report.results),
+                              "tokens_per_s": round(report.tokens_per_second, 1),
+                              "median_wall_s": round(report.median_wall_seconds, 3),
+                              "load_s": report.load_seconds,
+                              "failed": [r.case.id for r in report.results if not r.passed]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

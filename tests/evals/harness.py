@@ -1,0 +1,206 @@
+"""The evaluation suite: reference delegations run on a model and scored by their own
+success criteria.
+
+Each case in ``cases.json`` is a packet (a built-in skill with fixed ``input_data``, or one
+of the protocol's roles with an inline contract) and its expectations: machine-checkable
+criteria in the protocol's structured form, checked against the result once the run has
+ended. They are kept out of the packet because the model is shown its success criteria
+(and told in its self-correction turn which one failed): ``{"kind": "equals", "path":
+"currency", "value": "EUR"}`` there would hand it the answer. A case is *passed* when the
+run ends COMPLETE, its own criteria are met and so is every expectation; it is
+*schema-valid* when the result's ``output_payload`` validates against the run's expected
+output schema, right answer or not. Runs go through the real ``Runner`` (in
+memory: no database), with skills read from ``skills/builtin`` the way the registry
+resolves them (``name@version``, or ``name`` for the highest version).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from delegations.protocol.adapters.base import ModelAdapter
+from delegations.protocol.approvals import AutoGate
+from delegations.protocol.checkpoints import MemoryCheckpointStore
+from delegations.protocol.criteria import CriterionResult, evaluate_criteria
+from delegations.protocol.events import MemorySink
+from delegations.protocol.lifecycle import RunState
+from delegations.protocol.manifest import SkillManifest, load_bundle
+from delegations.protocol.manifest.versions import latest_version
+from delegations.protocol.runner import Runner, RunnerSettings, RunOutcome
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES_FILE = Path(__file__).with_name("cases.json")
+BUILTIN_SKILLS = ROOT / "skills" / "builtin"
+
+AdapterFactory = Callable[[int], ModelAdapter]   # case number -> a fresh adapter
+
+
+@dataclass(frozen=True, slots=True)
+class EvalCase:
+    id: str
+    title: str
+    packet: dict[str, Any]
+    expect: list[dict[str, Any]]
+
+
+def load_cases(path: Path = CASES_FILE, only: Iterable[str] = ()) -> list[EvalCase]:
+    """The reference delegations, in file order (``only``: just these ids)."""
+    wanted = set(only)
+    cases = [EvalCase(item["id"], item["title"], item["packet"], item["expect"])
+             for item in json.loads(path.read_text(encoding="utf-8"))]
+    unknown = wanted - {case.id for case in cases}
+    if unknown:
+        raise ValueError(f"no eval case named {', '.join(sorted(unknown))}; "
+                         f"the cases are {', '.join(case.id for case in cases)}")
+    return [case for case in cases if not wanted or case.id in wanted]
+
+
+class BuiltinSkills:
+    """The built-in catalog as a runner skill lookup, resolved like the registry does."""
+
+    def __init__(self, folder: Path = BUILTIN_SKILLS) -> None:
+        self.by_ref: dict[str, SkillManifest] = {}
+        for bundle_dir in sorted(path for path in folder.iterdir() if path.is_dir()):
+            bundle = load_bundle(bundle_dir)
+            manifest = bundle.manifest
+            if bundle.instructions and not manifest.instructions:
+                manifest = manifest.model_copy(update={"instructions": bundle.instructions})
+            self.by_ref[manifest.ref] = manifest
+
+    async def __call__(self, ref: str) -> SkillManifest | None:
+        if "@" in ref:
+            return self.by_ref.get(ref)
+        versions = [m.version for m in self.by_ref.values() if m.skill_name == ref]
+        newest = latest_version(versions)
+        return self.by_ref.get(f"{ref}@{newest}") if newest else None
+
+
+@dataclass(slots=True)
+class CaseResult:
+    case: EvalCase
+    state: str
+    passed: bool
+    schema_valid: bool
+    output_tokens: int
+    model_seconds: float
+    wall_seconds: float
+    payload: Any = None
+    why: str = ""           # what went wrong, in one line, when not passed
+
+
+@dataclass(slots=True)
+class ModelReport:
+    model: str
+    results: list[CaseResult] = field(default_factory=list)
+    load_seconds: float | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(result.passed for result in self.results)
+
+    @property
+    def schema_valid(self) -> int:
+        return sum(result.schema_valid for result in self.results)
+
+    @property
+    def tokens_per_second(self) -> float:
+        seconds = sum(result.model_seconds for result in self.results)
+        return sum(result.output_tokens for result in self.results) / seconds if seconds else 0.0
+
+    @property
+    def median_wall_seconds(self) -> float:
+        return statistics.median(r.wall_seconds for r in self.results) if self.results else 0.0
+
+
+def _why(outcome: RunOutcome, unmet: list[CriterionResult]) -> str:
+    if outcome.state is not RunState.COMPLETE:
+        error = outcome.error or {}
+        return f"{outcome.state}: {error.get('message', '')}"[:200]
+    return "; ".join(item.detail for item in unmet)[:200]
+
+
+async def run_case(case: EvalCase, adapter: ModelAdapter, skills: BuiltinSkills,
+                   workspace: Path) -> CaseResult:
+    sink = MemorySink()
+    runner = Runner(sink=sink, gate=AutoGate(), checkpoints=MemoryCheckpointStore(),
+                    settings=RunnerSettings(token_key=b"eval-token-key-0123456",
+                                            workspace_root=workspace),
+                    skills=skills)
+    started = time.perf_counter()
+    outcome = await runner.start(case.packet, adapter=adapter)
+    wall = time.perf_counter() - started
+    calls = [event.data for event in sink.of_type("model_call")]
+    result = outcome.result
+    schema = await _expected_schema(case, skills)
+    schema_valid = (result is not None and schema is not None
+                    and Draft202012Validator(schema).is_valid(result.output_payload))
+    unmet: list[CriterionResult] = []
+    if result is not None:
+        unmet = [item for item in evaluate_criteria(result, list(case.expect), schema).items
+                 if not item.met]
+    passed = (outcome.state is RunState.COMPLETE and not unmet
+              and bool((outcome.criteria_report or {}).get("all_met", True)))
+    return CaseResult(
+        case=case, state=str(outcome.state), passed=passed, schema_valid=schema_valid,
+        output_tokens=sum(int(call.get("output_tokens") or 0) for call in calls),
+        model_seconds=sum(float(call.get("duration_ms") or 0) for call in calls) / 1000,
+        wall_seconds=wall, payload=result.output_payload if result is not None else None,
+        why="" if passed else _why(outcome, unmet))
+
+
+async def _expected_schema(case: EvalCase, skills: BuiltinSkills) -> dict[str, Any] | None:
+    """The output schema the run was held to: the packet's, else its skill's."""
+    if case.packet.get("expected_output_schema"):
+        return dict(case.packet["expected_output_schema"])
+    manifest = await skills(case.packet["skill"]) if case.packet.get("skill") else None
+    return dict(manifest.output_schema) if manifest is not None else None
+
+
+async def evaluate(model: str, make_adapter: AdapterFactory, cases: list[EvalCase], *,
+                   on_result: Callable[[CaseResult], None] | None = None) -> ModelReport:
+    """Every case on one model, one after the other (case ``i`` gets adapter ``i``)."""
+    skills = BuiltinSkills()
+    report = ModelReport(model)
+    with tempfile.TemporaryDirectory(prefix="handoff-eval-") as folder:
+        for number, case in enumerate(cases):
+            result = await run_case(case, make_adapter(number), skills, Path(folder))
+            report.results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return report
+
+
+def summary_table(reports: list[ModelReport]) -> str:
+    """The per-model table (Markdown)."""
+    lines = ["| model | all criteria met | schema-valid | tokens/s | wall per run (median) |",
+             "|---|---|---|---|---|"]
+    for report in reports:
+        total = len(report.results)
+        lines.append(f"| `{report.model}` | **{report.passed}/{total}** | "
+                     f"{report.schema_valid}/{total} | {report.tokens_per_second:.0f} | "
+                     f"{report.median_wall_seconds:.2f} s |")
+    return "\n".join(lines)
+
+
+def case_table(reports: list[ModelReport]) -> str:
+    """Which model passed which case (Markdown): ✓ passed, · schema-valid only, ✗ neither."""
+    header = "| case | " + " | ".join(f"`{r.model}`" for r in reports) + " |"
+    lines = [header, "|---|" + "---|" * len(reports)]
+    if not reports:
+        return "\n".join(lines)
+    for index, result in enumerate(reports[0].results):
+        marks = []
+        for report in reports:
+            one = report.results[index]
+            marks.append("✓" if one.passed else "·" if one.schema_valid else "✗")
+        lines.append(f"| {result.case.id} | " + " | ".join(marks) + " |")
+    return "\n".join(lines)

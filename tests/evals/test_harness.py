@@ -1,0 +1,122 @@
+"""The evaluation harness (``make eval``): its cases are sound, it scores what it says it
+scores (on the scripted adapter, so it is fast), and one real case on the default local
+model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delegations.protocol.adapters.scripted import ScriptedAdapter
+from delegations.protocol.criteria import parse_criterion
+from delegations.protocol.lint import Severity, lint_packet
+from delegations.protocol.packet import parse_packet
+from delegations.protocol.runner.acceptance import merge_skill
+from tests.evals.harness import (
+    BuiltinSkills,
+    EvalCase,
+    case_table,
+    evaluate,
+    load_cases,
+    run_case,
+    summary_table,
+)
+
+# a right answer for every case, as a person would give it
+RIGHT: dict[str, dict[str, Any]] = {
+    "price-usd": {"price": 175.22, "currency": "USD", "timestamp": "2023-11-01T14:30:00Z"},
+    "price-eur": {"price": 71.4, "currency": "EUR"},
+    "price-gbp": {"price": 38.61, "currency": "GBP"},
+    "review-negative": {"sentiment": "negative", "evidence": "arrived cracked"},
+    "review-positive": {"sentiment": "positive", "evidence": "worked perfectly ever since"},
+    "review-mixed": {"sentiment": "mixed", "evidence": "beautiful photos, but the app crashes"},
+    "context-year": {"answer": "1889", "evidence": "It was completed in 1889 for the World's Fair.",
+                     "found": True},
+    "context-absent": {"answer": "The context does not say.", "evidence": "", "found": False},
+    "pick-files": {"files_to_modify": ["accounts/views.py"]},
+    "plan-3-steps": {"steps": ["Write a migration adding the column", "Set it on login",
+                               "Show it in the admin"]},
+    "critic-unsafe-plan": {"verdict": "REVISE",
+                           "objection": "Step 1 deletes the files before they are copied."},
+    "verifier-failed-tests": {"verdict": "FAIL", "reason": "2 tests failed."},
+}
+
+
+def answering(payload: dict[str, Any]) -> ScriptedAdapter:
+    return ScriptedAdapter({"script": [{"tool_calls": [{"name": "yield_control", "arguments": {
+        "status": "SUCCESS", "output_payload": payload}}]}]})
+
+
+def test_there_are_at_least_twelve_cases_each_a_sound_delegation_with_checkable_expectations():
+    cases = load_cases()
+    assert len(cases) >= 12
+    assert len({case.id for case in cases}) == len(cases)
+    skills = BuiltinSkills()
+    for case in cases:
+        packet = parse_packet(case.packet)
+        if packet.skill:
+            skill = asyncio.run(skills(packet.skill))
+            assert skill is not None, f"{case.id}: no built-in skill {packet.skill}"
+            assert skill.input_issues(packet.input_data) == [], case.id
+            packet = merge_skill(packet, skill)
+        errors = [f for f in lint_packet(packet) if f.severity == Severity.ERROR]
+        assert errors == [], f"{case.id}: {errors}"
+        assert case.expect, f"{case.id} checks nothing"
+        assert all(parse_criterion(item, case.id) is not None for item in case.expect)
+    assert set(RIGHT) == {case.id for case in cases}
+
+
+async def test_right_answers_pass_every_case_and_the_tables_say_so() -> None:
+    cases = load_cases()
+    report = await evaluate("scripted", lambda number: answering(RIGHT[cases[number].id]), cases)
+    assert [result.case.id for result in report.results if not result.passed] == []
+    assert report.passed == report.schema_valid == len(cases)
+    assert f"**{len(cases)}/{len(cases)}**" in summary_table([report])
+    assert "✗" not in case_table([report]) and "·" not in case_table([report])
+
+
+async def test_a_wrong_answer_is_schema_valid_but_not_passed_and_says_which_expectation_failed(
+        tmp_path: Path) -> None:
+    [case] = load_cases(only=["price-gbp"])
+    result = await run_case(case, answering({"price": 38.61, "currency": "USD"}), BuiltinSkills(),
+                            tmp_path)
+    assert result.state == "COMPLETE"
+    assert result.schema_valid and not result.passed
+    assert 'expected "GBP"' in result.why
+
+
+async def test_the_expectations_are_not_shown_to_the_model(tmp_path: Path) -> None:
+    [case] = load_cases(only=["price-gbp"])
+    seen: list[str] = []
+
+    class Reading(ScriptedAdapter):
+        async def complete(self, messages: Any, tools: Any, **options: Any) -> Any:
+            seen.extend(str(message.get("content")) for message in messages)
+            return await super().complete(messages, tools, **options)
+
+    adapter = Reading({"script": answering(RIGHT["price-gbp"]).config["script"]})
+    result = await run_case(case, adapter, BuiltinSkills(), tmp_path)
+    assert result.passed
+    assert seen and not any("equals" in text for text in seen)
+
+
+async def test_a_model_that_never_answers_is_neither_passed_nor_schema_valid(tmp_path: Path) -> None:
+    [case] = load_cases(only=["review-mixed"])
+    silent = ScriptedAdapter({"script": [{"text": "Let me think about it."}] * 12})
+    result = await run_case(case, silent, BuiltinSkills(), tmp_path)
+    assert result.state == "FAILED"
+    assert not result.passed and not result.schema_valid
+    assert result.why.startswith("FAILED")
+
+
+def test_an_unknown_case_id_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="no eval case named nope; the cases are price-usd"):
+        load_cases(only=["nope"])
+
+
+def test_eval_case_is_a_value() -> None:
+    case = EvalCase("x", "X", {"goal": "g"}, [{"kind": "field", "path": "a"}])
+    assert case == EvalCase("x", "X", {"goal": "g"}, [{"kind": "field", "path": "a"}])
