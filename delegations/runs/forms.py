@@ -10,6 +10,7 @@ from django import forms
 from django.conf import settings
 
 from delegations.protocol.adapters import ADAPTERS
+from delegations.protocol.adapters.local_models import shipped_models
 from delegations.protocol.lifecycle import RunState
 
 PASTE_LIMIT = 512 * 1024   # characters of pasted JSON
@@ -58,8 +59,10 @@ class RunStartForm(forms.Form):
     adapter_config = forms.CharField(
         required=False, max_length=PASTE_LIMIT,
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
-        help_text='Optional JSON object, e.g. {"model": "gpt-4o-mini"} for openai, or a '
-                  '{"script": [...]} for scripted. Leave empty for the defaults.')
+        help_text='Optional JSON object, e.g. {"model": "smollm2-135m"} for local (the shipped '
+                  f'models: {", ".join(model.name for model in shipped_models())}), '
+                  '{"model": "gpt-4o-mini"} for openai, or a {"script": [...]} for scripted. '
+                  'Leave empty for the defaults.')
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

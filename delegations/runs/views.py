@@ -110,12 +110,17 @@ def _skill_prefill(ref: str) -> dict[str, Any] | None:
     packet: dict[str, Any] = {"skill": skill.ref}
     if skill.subagent_type:
         packet["subagent_type"] = skill.subagent_type
-    packet["goal"] = f"Use {skill.name}: describe the outcome you need"
+    # the skill's own words as the goal, and its first worked example as the input: a run
+    # that works as it stands, for the person to change
+    summary = (skill.description or "").split(". ")[0].rstrip(".")
+    packet["goal"] = summary or f"Do what {skill.name} is for"
+    examples = (skill.manifest or {}).get("examples") or []
     if not skill.instructions:
         # a skill with instructions gives the run its own; a packet's instruction_set would replace them
         packet["instruction_set"] = "Do what the skill describes; answer with yield_control."
     packet.update({
-        "input_data": {name: _example_value(schema) for name, schema in properties.items()},
+        "input_data": (dict(examples[0]["input"]) if examples else
+                       {name: _example_value(schema) for name, schema in properties.items()}),
         "allowed_inputs": sorted(properties),
         "expected_output_schema": skill.output_schema or {},
         "success_criteria": ["JSON is schema-valid"],

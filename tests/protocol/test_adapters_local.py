@@ -282,11 +282,12 @@ def test_its_tool_note_is_one_short_line_per_tool() -> None:
     assert len(note) < 400
 
 
-def test_the_answer_schema_leaves_out_the_log_summary_but_keeps_the_rest() -> None:
+def test_the_answer_schema_leaves_out_the_log_summary_and_the_clarifying_question() -> None:
     [yield_tool] = [tool for tool in TOOLS if tool["name"] == "yield_control"]
-    arguments = answer_schema([yield_tool])["properties"]["arguments"]
-    assert "log_summary" not in arguments["properties"]
-    assert {"status", "output_payload"} <= set(arguments["properties"])
+    result, failure = answer_schema([yield_tool])["properties"]["arguments"]["anyOf"]
+    assert "log_summary" not in result["properties"] | failure["properties"]
+    assert result["properties"]["status"] == {"enum": ["SUCCESS", "PARTIAL_COMPLETION"]}
+    assert failure["required"] == ["status", "output_payload", "error_report"]
 
 
 def test_it_closes_a_cut_off_answer_after_its_last_complete_member() -> None:
@@ -322,14 +323,20 @@ def test_its_grammar_schema_is_a_bounded_subset_of_the_tool_schema() -> None:
 def test_its_grammar_keeps_a_runs_expected_output_schema_and_the_empty_payload() -> None:
     expected = {"type": "object", "properties": {"answer": {"type": "integer"}},
                 "required": ["answer"]}
-    schema = answer_schema([yield_control_for(expected)])
-    payload = schema["properties"]["arguments"]["properties"]["output_payload"]
+    arguments = answer_schema([yield_control_for(expected)])["properties"]["arguments"]
 
-    jsonschema.validate({"answer": 42}, payload)
-    jsonschema.validate({}, payload)
-    for wrong in ({"answer": "forty-two"}, {"data": 42}):
+    jsonschema.validate({"status": "SUCCESS", "output_payload": {"answer": 42}}, arguments)
+    jsonschema.validate({"status": "FAILURE", "output_payload": {},
+                         "error_report": {"code": "ERR_TOOL_FAILURE", "message": "no source"}},
+                        arguments)
+    for wrong in ({"status": "SUCCESS", "output_payload": {"answer": "forty-two"}},
+                  {"status": "SUCCESS", "output_payload": {"data": 42}},
+                  {"status": "SUCCESS", "output_payload": {}},          # a result has a payload
+                  {"status": "FAILURE", "output_payload": {}},          # a failure says why
+                  {"status": "SUCCESS", "output_payload": {"answer": 1},
+                   "error_report": {"code": "ERR_X", "message": "m"}}):  # and only a failure
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(wrong, payload)
+            jsonschema.validate(wrong, arguments)
 
 
 def test_it_drops_the_oldest_turns_to_fit_the_context() -> None:

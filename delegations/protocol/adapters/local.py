@@ -42,7 +42,8 @@ Config (checked when the adapter is built)::
                  (default: local_models.DEFAULT_LOCAL_MODEL)
     model_path   a .gguf file of your own instead; wins over model, not checksummed
     n_ctx        context window in tokens, default 4096 (SmolLM2 supports 8192, Gemma 3 32768)
-    temperature  default 0.2
+    temperature  default 0 (greedy: an answer held to a schema gains nothing from sampling,
+                 and the same delegation gets the same answer)
     max_tokens   cap on generated tokens, default 512
     seed         sampling seed (default: random per call)
     n_threads    CPU threads for prompt and generation (default: half the cores, >= 1)
@@ -153,19 +154,54 @@ def _load(path: Path, n_ctx: int, n_threads: int | None,
 
 # --- prompt and schema ---------------------------------------------------------------------
 
-# Optional prose a small model is not asked to write: SmolLM2-135M spent about 110 of its
-# 160 output tokens (3 s on 2 cores) on a yield_control log_summary that repeated its input.
-_LEFT_OUT = {"yield_control": frozenset({"log_summary"})}
+# Tools a small model is not offered: it cannot judge when it lacks a capability. Offered
+# request_capability on a critic's task, SmolLM2-135M asked four times for the capability
+# "Delete all user files from the old storage." before its forced last turn.
+NOT_OFFERED = frozenset({"request_capability"})
+_ERROR_REPORT = {"type": "object",
+                 "properties": {"code": {"type": "string", "pattern": "^ERR_[A-Z_]{2,30}$"},
+                                "message": {"type": "string", "maxLength": 200}},
+                 "required": ["code", "message"]}
 
 
 def model_parameters(tool: ToolSchema) -> dict[str, Any]:
-    """The parameters schema the model is shown and held to (see ``_LEFT_OUT``)."""
+    """The parameters schema the model is shown and held to.
+
+    ``yield_control`` is split in two answers: a result (SUCCESS or PARTIAL_COMPLETION and
+    a real output_payload, nothing else) or a FAILURE with an empty payload and an
+    ``error_report {code, message}``; a small model does not ask for clarification (it
+    would park the run for a person over noise). Given the protocol's free-form shape, Gemma 3 270M
+    wrote an error_report on a SUCCESS with a 200-digit code (262 tokens, 14 s), and
+    SmolLM2-135M spent 110 of 160 output tokens on a log_summary repeating its input.
+    """
     schema = parameters_schema(tool)
-    left_out = _LEFT_OUT.get(tool["name"])
-    if not left_out or not isinstance(schema.get("properties"), dict):
+    properties = schema.get("properties")
+    if tool["name"] != "yield_control" or not isinstance(properties, dict):
         return schema
-    return {**schema, "properties": {name: spec for name, spec in schema["properties"].items()
-                                     if name not in left_out}}
+    payload = properties.get("output_payload") or {"type": "object"}
+    # the expected output schema, without the {} that only a FAILURE or a question may give
+    real = [option for option in payload.get("anyOf") or [] if option != {"const": {}}]
+    result = {"type": "object",
+              "properties": {"status": {"enum": ["SUCCESS", "PARTIAL_COMPLETION"]},
+                             "output_payload": real[0] if len(real) == 1 else payload},
+              "required": ["status", "output_payload"], "additionalProperties": False}
+    failure = {"type": "object",
+               "properties": {"status": {"const": "FAILURE"},
+                              "output_payload": {"const": {}},
+                              "error_report": _ERROR_REPORT},
+               "required": ["status", "output_payload", "error_report"],
+               "additionalProperties": False}
+    return {"anyOf": [result, failure]}
+
+
+def _parameter_names(schema: dict[str, Any]) -> list[str]:
+    """Parameter names as the tool note lists them: optional ones marked with '?'."""
+    union = schema.get("anyOf")
+    options: list[dict[str, Any]] = union if isinstance(union, list) else [schema]
+    names = list(dict.fromkeys(name for option in options
+                               for name in (option.get("properties") or {})))
+    always = set.intersection(*(set(option.get("required", [])) for option in options))
+    return [name if name in always else f"{name}?" for name in names]
 
 
 def tools_prompt(tools: list[ToolSchema]) -> str:
@@ -174,11 +210,7 @@ def tools_prompt(tools: list[ToolSchema]) -> str:
     constrained decoding already holds each answer to its tool's full schema."""
     lines = ['Reply with one JSON object: {"name": TOOL, "arguments": {...}}. Tools:']
     for tool in tools:
-        schema = model_parameters(tool)
-        required = set(schema.get("required", []))
-        params = ", ".join(f"{name}{'' if name in required else '?'}"
-                           for name, spec in schema.get("properties", {}).items()
-                           if isinstance(spec, dict))
+        params = ", ".join(_parameter_names(model_parameters(tool)))
         lines.append(f"- {tool['name']}({params}): {_first_sentence(tool_description(tool))}")
     return "\n".join(lines)
 
@@ -465,7 +497,7 @@ class LocalAdapter(ModelAdapter):
         self.n_ctx = check.integer(adapter, cfg, "n_ctx", minimum=256, maximum=131072,
                                    default=4096) or 4096
         self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=2,
-                                        default=0.2)
+                                        default=0.0)
         self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1,
                                         default=512) or 512
         if self.max_tokens >= self.n_ctx:
@@ -516,6 +548,7 @@ class LocalAdapter(ModelAdapter):
         if tool_choice is not None:
             # decoding constrained to the one tool: the answer cannot be anything but its call
             tools = [tool for tool in tools if tool["name"] == tool_choice] or tools
+        tools = [tool for tool in tools if tool["name"] not in NOT_OFFERED] or tools
         loaded = await asyncio.to_thread(self._resolve_and_load)
         llama = loaded.llama
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -116,6 +117,9 @@ def example_turns(examples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
+_EXAMPLE_IN_TEXT = re.compile(r"[,;(]?\s*\be\.g\.")
+
+
 def _schema_fields(schema: dict[str, Any]) -> str:
     """An object schema's fields, one per line: name (type, enum or description); '?' marks
     the optional ones."""
@@ -130,7 +134,10 @@ def _schema_fields(schema: dict[str, Any]) -> str:
             kind = " or ".join(json.dumps(value) for value in spec["enum"])
         else:
             kind = "/".join(spec["type"]) if isinstance(spec.get("type"), list) else str(spec.get("type", "any"))
-        note = f": {spec['description']}" if spec.get("description") else ""
+        # "e.g. USD" left out: a small model copies it (SmolLM2-135M answered USD for a
+        # price in pounds)
+        note = _EXAMPLE_IN_TEXT.split(str(spec.get("description") or ""))[0].rstrip(" .,;:")
+        note = f": {note}" if note else ""
         lines.append(f"- {name}{'' if name in required else '?'} ({kind}){note}")
     return "output_payload fields:\n" + "\n".join(lines)
 
