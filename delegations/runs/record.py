@@ -18,6 +18,8 @@ from delegations.models import Approval, Run, RunCheckpoint
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.events import announce_data, result_data
 from delegations.protocol.lifecycle import RunState, can_transition
+from delegations.protocol.results import ResponsePackage
+from delegations.protocol.runner import failure_result
 from delegations.runs.eventlog import PendingEvent, persist_batch
 
 
@@ -50,7 +52,11 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
                result: dict[str, Any] | None = None) -> None:
     """End a run no runner is executing, with the events a runner would have written
     (error, state, announce, result); a child's checkpoint records the outcome so that its
-    parent, when resumed, takes it as finished instead of starting it again."""
+    parent, when resumed, takes it as finished instead of starting it again. Like the
+    runner, it never ends a run with no result: one that worked and has none gets the
+    FAILURE result saying why and what it had done (only a REJECTED run has none)."""
+    if result is None and state not in (RunState.REJECTED, RunState.COMPLETE):
+        result = _failure_of(run, state, error).model_dump(mode="json")
     events: list[tuple[Run, str, dict[str, Any]]] = []
     if error is not None:
         events.append((run, "error", error))
@@ -69,6 +75,15 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
     if not run.is_root:
         _record_outcome_in_checkpoint(run, announce)
     _expire_approvals(Approval.objects.pending().filter(run=run))
+
+
+def _failure_of(run: Run, state: RunState, error: dict[str, Any] | None) -> ResponsePackage:
+    """The run's FAILURE result from what its event log says it did."""
+    done = run.events.filter(type__in=("model_call", "tool_result")).values_list("type", "data")
+    model_calls = sum(1 for kind, _ in done if kind == "model_call")
+    tool_calls = [(str(data.get("name") or "tool"), bool(data.get("ok")))
+                  for kind, data in done if kind == "tool_result"]
+    return failure_result(state, error, model_calls=model_calls, tool_calls=tool_calls)
 
 
 def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:

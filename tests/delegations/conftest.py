@@ -12,10 +12,22 @@ IMMEDIATE = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBa
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 
+def assert_ended_runs_have_results() -> None:
+    """The runner's promise, checked after every test that executes runs: a run that ended
+    hands back a result, unless it was REJECTED (it never worked)."""
+    from delegations.models import Run
+
+    ended = Run.objects.filter(events__type="result").exclude(state="REJECTED").distinct()
+    silent = [(run.pk, run.state) for run in ended if not run.result]
+    assert not silent, f"runs ended with no result: {silent}"
+
+
 @pytest.fixture
-def immediate_tasks(settings: Any) -> None:
+def immediate_tasks(settings: Any) -> Iterator[None]:
     """Enqueued runs execute at once, inside the call that enqueued them."""
     settings.TASKS = IMMEDIATE
+    yield
+    assert_ended_runs_have_results()
 
 
 @pytest.fixture
@@ -34,6 +46,7 @@ def queued_tasks(settings: Any, monkeypatch: Any) -> Iterator[None]:
     yield
     _, running = wait(started, timeout=15)
     assert not running, "a run the test started was still executing"
+    assert_ended_runs_have_results()
 
 
 @pytest.fixture(autouse=True)

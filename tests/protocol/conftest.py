@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json as _json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,8 +146,14 @@ class ParkingGate:
 
 
 @pytest.fixture
-def sink() -> MemorySink:
-    return MemorySink()
+def sink() -> Iterator[MemorySink]:
+    """An in-memory sink that checks, once the test is done, the runner's promise: every
+    run that ended (a ``result`` event) hands back a result, unless it was REJECTED."""
+    recorded = MemorySink()
+    yield recorded
+    silent = [(event.run_id, event.data.get("state")) for event in recorded.of_type("result")
+              if event.data.get("result") is None and event.data.get("state") != "REJECTED"]
+    assert not silent, f"runs ended with no result: {silent}"
 
 
 @pytest.fixture

@@ -114,6 +114,8 @@ from .acceptance import SkillResolver
 from .orchestrator import Runner
 from .outcome import RunOutcome
 from .prompt import PROTOCOL_GUIDE
+from .reporting import failure_result
 from .settings import RunnerSettings
 
-__all__ = ["PROTOCOL_GUIDE", "RunOutcome", "Runner", "RunnerSettings", "SkillResolver", "new_run_id"]
+__all__ = ["PROTOCOL_GUIDE", "RunOutcome", "Runner", "RunnerSettings", "SkillResolver",
+           "failure_result", "new_run_id"]

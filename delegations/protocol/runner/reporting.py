@@ -123,9 +123,6 @@ class Reporter:
 def runner_failure(run: ActiveRun, state: RunState, error: dict[str, Any] | None) -> ResponsePackage:
     """The FAILURE result the runner hands back for a run that ended without one: the
     error as its ``error_report``, and a summary of what the run had done so far."""
-    error = error or {}
-    code = str(error.get("code") or ErrorCode.TOOL_FAILURE.value)
-    message = str(error.get("message") or f"The run ended {state} without a result.")
     chat = run.chat
     work = [entry for entry in chat.messages if not entry.get("example")]
     model_calls = sum(1 for entry in work if entry.get("role") == "assistant")
@@ -135,15 +132,26 @@ def runner_failure(run: ActiveRun, state: RunState, error: dict[str, Any] | None
     if turn is not None:
         tools += [(str(record.get("name") or "tool"), bool(record.get("ok")))
                   for call_id, record in turn.completed.items() if call_id not in chat.answered]
+    return failure_result(state, error, model_calls=model_calls, tool_calls=tools)
+
+
+def failure_result(state: RunState, error: dict[str, Any] | None, *, model_calls: int,
+                   tool_calls: list[tuple[str, bool]]) -> ResponsePackage:
+    """A FAILURE result written for a run, not by its model (no silent failure): ``error``
+    as its ``error_report`` and a summary of the model calls and tool calls (name, ok) it
+    made. Used by the runner and by hosts ending a run no runner is executing."""
+    error = error or {}
+    code = str(error.get("code") or ErrorCode.TOOL_FAILURE.value)
+    message = str(error.get("message") or f"The run ended {state} without a result.")
     done = f"{model_calls} model call{'' if model_calls == 1 else 's'}"
-    if tools:
-        last = ", ".join(f"{name} {'ok' if ok else 'failed'}" for name, ok in tools[-3:])
-        done += f" and {len(tools)} tool call{'' if len(tools) == 1 else 's'} (the last: {last})"
+    if tool_calls:
+        last = ", ".join(f"{name} {'ok' if ok else 'failed'}" for name, ok in tool_calls[-3:])
+        done += f" and {len(tool_calls)} tool call{'' if len(tool_calls) == 1 else 's'} (the last: {last})"
     else:
         done += " and no tool calls"
     details = dict(error.get("details") or {})
     details.update({"state": str(state), "written_by": "runner", "model_calls": model_calls,
-                    "tool_calls": len(tools)})
+                    "tool_calls": len(tool_calls)})
     return ResponsePackage(
         status=ResultStatus.FAILURE, summary=f"{message} Done so far: {done}.",
         error_report=ErrorReport(code=code, message=message, failed_reason=REASON_FOR_CODE.get(code),

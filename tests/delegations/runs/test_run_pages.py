@@ -473,6 +473,10 @@ def test_cancelling_a_waiting_run_cancels_it(composer_client, composer, queued_t
     run.refresh_from_db()
     assert run.state == "CANCELLED"
     assert "Run cancelled" in detail(composer_client, run)
+    # a run that never reached a worker still hands back a result, saying so
+    assert run.result["status"] == "FAILURE"
+    assert run.result["error_report"]["code"] == "CANCELLED"
+    assert run.result["summary"].endswith("Done so far: 0 model calls and no tool calls.")
 
 
 def test_cancelling_a_finished_run_says_there_is_nothing_to_cancel(composer_client, composer):
