@@ -106,6 +106,12 @@ def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
     check_unknown_fields(lint)
     check_iterations(lint)
     findings = lint.findings
+    for index, child in enumerate(packet.planned_children):
+        # a planned child is judged as it will run: one level down, against this packet
+        placed = child.model_copy(update={"depth": packet.depth + 1})
+        findings += [finding._replace(field=f"planned_children[{index}].{finding.field}".rstrip("."))
+                     for finding in lint_packet(placed, packet, payload_limit_bytes=payload_limit_bytes,
+                                                max_depth=max_depth, approval_required=approval_required)]
     if len(findings) > 1:
         findings.sort(key=finding_order)
     return findings

@@ -247,8 +247,27 @@ class HandoffPacket(BaseModel):
     task: TaskSpec | None = None
     context: HandoffContext | None = None
     metadata: HandoffMetadata | None = None
+    # a composed tree: the children this delegation plans, each with a unique label; the
+    # parent's model delegates to one by naming its label (runner.acceptance.child_scope)
+    planned_children: list[HandoffPacket] = Field(default_factory=list)
     # unknown top-level keys, kept verbatim
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    def planned_child(self, label: object) -> HandoffPacket | None:
+        """The planned child a ``delegate_task`` call names by its label, if any."""
+        return next((child for child in self.planned_children if child.label == label), None)
+
+    @model_validator(mode="after")
+    def _planned_children_have_labels(self) -> HandoffPacket:
+        labels = [child.label for child in self.planned_children]
+        if any(not label for label in labels):
+            raise ValueError("planned_children: every planned child needs a label (the name "
+                             "its parent's model delegates to)")
+        repeated = sorted({label for label in labels if labels.count(label) > 1 and label})
+        if repeated:
+            raise ValueError(f"planned_children: labels must be unique; {', '.join(repeated)} "
+                             "is given more than once")
+        return self
 
     @model_validator(mode="after")
     def _review_depth_in_one_place(self) -> HandoffPacket:

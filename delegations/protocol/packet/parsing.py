@@ -53,6 +53,8 @@ def parse_packet(data: dict[str, Any] | str | bytes | bytearray | HandoffPacket)
     if norm.extra:
         out["extra"] = norm.extra
     _derive(out, norm.issues)
+    if "planned_children" in out:
+        out["planned_children"] = _planned_children(out["planned_children"], norm.issues)
     try:
         packet = HandoffPacket.model_validate(out)
     except ValidationError as exc:
@@ -69,6 +71,31 @@ def parse_packet(data: dict[str, Any] | str | bytes | bytearray | HandoffPacket)
             issues=norm.issues)
     assert packet is not None  # no issues means validation succeeded
     return packet
+
+
+def _planned_children(value: Any, issues: list[Issue]) -> list[HandoffPacket]:
+    """Each planned child read in any dialect, its problems listed under its index."""
+    if not isinstance(value, list):
+        issues.append(Issue("planned_children", f"must be a list of packets (got {short_repr(value)})"))
+        return []
+    children: list[HandoffPacket] = []
+    for index, item in enumerate(value):
+        where = f"planned_children[{index}]"
+        try:
+            child = parse_packet(item)
+        except ProtocolError as exc:
+            issues.extend(Issue(f"{where}.{issue.field}".rstrip("."), issue.message)
+                          for issue in exc.issues or [Issue("", exc.message)])
+            continue
+        if not child.label:
+            issues.append(Issue(f"{where}.label", "is required: it is the name the parent's "
+                                                  "model delegates to"))
+        elif any(other.label == child.label for other in children):
+            issues.append(Issue(f"{where}.label", f"{child.label!r} is given to two planned "
+                                                  "children; labels must be unique"))
+        else:
+            children.append(child)
+    return children
 
 
 def _load(data: dict[str, Any] | str | bytes | bytearray) -> dict[str, Any]:

@@ -102,6 +102,9 @@ def child_scope(arguments: dict[str, Any], parent: Scope, *, depth: int, label: 
     packet give a scope carrying the rejection.
     """
     assert parent.packet is not None
+    planned = parent.packet.planned_child(arguments.get("label"))
+    if planned is not None:
+        arguments = planned_arguments(planned, arguments)
     try:
         requested = parse_packet(arguments)
     except ProtocolError as exc:
@@ -124,6 +127,17 @@ def child_scope(arguments: dict[str, Any], parent: Scope, *, depth: int, label: 
     scope = Scope(packet=packet, requested=requested, parent_view=view, budget=budget,
                   capabilities=capabilities)
     return scope, requested.agent_id
+
+
+def planned_arguments(planned: HandoffPacket, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A ``delegate_task`` call naming a planned child by its label: the composed packet,
+    with the ``input_data`` the parent's model adds. The model may add inputs; the
+    contract, budget and capabilities stay as composed (and are narrowed like any child's)."""
+    composed = planned.to_dict()
+    added = arguments.get("input_data")
+    if isinstance(added, dict) and added:
+        composed["input_data"] = {**planned.input_data, **added}
+    return composed
 
 
 def input_issues(skill: SkillManifest | None, packet: HandoffPacket) -> list[Issue]:

@@ -275,7 +275,10 @@ def _child_event(parent: ActiveRun, call: ToolCall, child: ActiveRun) -> dict[st
             "packet": scope.packet_dict() if scope.packet is not None else call.arguments,
             "depth": child.depth, "session_key": child.session_key,
             "budget": scope.budget_dict(), "capabilities": list(scope.capabilities),
-            "parent_run_id": parent.run_id, "root_run_id": child.root_id}
+            "parent_run_id": parent.run_id, "root_run_id": child.root_id,
+            # composed in advance (a planned child named by its label) or made up by the model
+            "planned": parent.scope.packet is not None
+                       and parent.scope.packet.planned_child(child.label) is not None}
 
 
 def _task_outcome(task: asyncio.Task[RunOutcome]) -> RunOutcome | BaseException:

@@ -33,7 +33,7 @@ RUNNER_FIELDS = frozenset({
     "instruction_set", "goal", "input_data", "success_criteria", "expected_output_schema",
     "termination_trigger", "budget", "capabilities", "depth", "max_depth", "allow_nested",
     "label", "agent_id", "model", "thinking", "cleanup", "max_iterations", "timeout_s",
-    "previous_failure", "skill", "subagent_type"})
+    "previous_failure", "skill", "subagent_type", "planned_children"})
 
 
 def _json_text(value: object) -> str:
@@ -77,6 +77,8 @@ def initial_messages(packet: HandoffPacket, packet_dict: dict[str, Any], *,
                       + _json_text(packet.expected_output_schema))
     if packet.termination_trigger:
         system.append(f"Write {packet.termination_trigger!r} when you are done; the run ends there.")
+    if packet.planned_children:
+        system.append(_planned_text(packet.planned_children))
     user = []
     if packet.goal:
         user.append(f"Goal: {packet.goal}")
@@ -118,6 +120,17 @@ def example_turns(examples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _EXAMPLE_IN_TEXT = re.compile(r"[,;(]?\s*\be\.g\.")
+
+
+def _planned_text(children: Sequence[HandoffPacket]) -> str:
+    """The composed children, as the parent's model is told about them."""
+    lines = []
+    for child in children:
+        role = f" ({child.subagent_type.value})" if child.subagent_type is not None else ""
+        skill = f", skill {child.skill}" if child.skill else ""
+        lines.append(f"- {child.label}{role}{skill}: {child.goal or child.instruction_set or ''}".rstrip(": "))
+    return ("Planned subagents: start one with delegate_task naming its label (its contract, "
+            "budget and capabilities are already set; you may add input_data):\n" + "\n".join(lines))
 
 
 def _schema_fields(schema: dict[str, Any]) -> str:
