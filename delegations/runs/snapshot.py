@@ -333,13 +333,29 @@ def tree_nodes(run: Run, members: Iterable[Run]) -> dict[str, Any]:
     for member in members:
         children_of.setdefault(member.parent_id, []).append(member)
 
-    def node(member: Run) -> dict[str, Any]:
+    def node(member: Run, planned: bool = False) -> dict[str, Any]:
         usage = member.usage if isinstance(member.usage, dict) else {}
+        plan = _planned_children(member)
+        spawned = children_of.get(member.pk, [])
+        started = {child.label for child in spawned}
         return {"run": member, "current": member.pk == run.pk, "tone": state_tone(member.state),
-                "tokens": int(usage.get("total_tokens") or 0),
-                "children": [node(child) for child in children_of.get(member.pk, [])]}
+                "tokens": int(usage.get("total_tokens") or 0), "planned": planned,
+                "children": [node(child, child.label in plan) for child in spawned],
+                "not_started": [{"label": label, **about} for label, about in plan.items()
+                                if label not in started]}
 
     return node(run)
+
+
+def _planned_children(run: Run) -> dict[str, dict[str, str]]:
+    """The children a composed delegation planned, by label: role and goal."""
+    packet = run.packet if isinstance(run.packet, dict) else {}
+    planned = packet.get("planned_children")
+    if not isinstance(planned, list):
+        return {}
+    return {str(child["label"]): {"role": str(child.get("subagent_type") or ""),
+                                  "goal": str(child.get("goal") or "")}
+            for child in planned if isinstance(child, dict) and child.get("label")}
 
 
 def streams(members: list[Run], current: Run) -> list[dict[str, Any]]:

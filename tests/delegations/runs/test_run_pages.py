@@ -643,3 +643,23 @@ def test_the_dashboard_counts_only_what_i_can_see(composer_client, composer, out
     make_run(outsider, label="oscars-run", state="WORKING")
     html = composer_client.get("/").content.decode()
     assert "oscars-run" not in html and re.search(r'id="stat-active">0<', html)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_composed_runs_tree_shows_planned_children_started_and_not_started(
+        composer_client, composer, immediate_tasks):
+    planned = [{"label": "pricer", "subagent_type": "researcher", "goal": "Read the price",
+                "instruction_set": "Read it.", "input_data": {}, "success_criteria": ["JSON is schema-valid"]},
+               {"label": "checker", "subagent_type": "verifier", "goal": "Check the price",
+                "instruction_set": "Check it.", "input_data": {},
+                "success_criteria": ["The price is a positive number"]}]
+    config = {"script": [
+        {"tool_calls": [{"name": "delegate_task", "arguments": {"label": "pricer", "input_data": {}}}]},
+        scripts.yield_turn()],
+        "children": {"pricer": scripts.leaf()}}
+    run = run_create(packet=scripts.packet(planned_children=planned), adapter="scripted",
+                     config=config, owner=composer)
+    assert run.state == "COMPLETE", run.error
+    tree = section(detail(composer_client, run), "run-tree")
+    assert "pricer" in tree and ">planned<" in tree
+    assert "checker" in tree and "planned, not started" in tree
