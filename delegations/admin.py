@@ -38,14 +38,22 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
 
 
-# -- runs, events, approvals, delegations (issue 6) --------------------------------------------
+# -- runs, events, approvals (issue 6) ---------------------------------------------------------
 
 import json  # noqa: E402
 
 from django.utils.html import format_html  # noqa: E402
 from django.utils.safestring import SafeString  # noqa: E402
 
-from .models import Approval, Delegation, Run, RunCheckpoint, RunEvent, RunMessage  # noqa: E402
+from .models import (  # noqa: E402
+    Approval,
+    Delegation,
+    DelegationVersion,
+    Run,
+    RunCheckpoint,
+    RunEvent,
+    RunMessage,
+)
 
 
 def _pretty(value: Any) -> SafeString:
@@ -165,15 +173,29 @@ class ApprovalAdmin(ApprovalJson, admin.ModelAdmin):  # type: ignore[misc,valid-
         return False  # runs open items; people decide them in the inbox or the API
 
 
+# -- delegations (the composer) ---------------------------------------------------------------
+
 DelegationJson = type("DelegationJson", (), _json_fields("packet"))
+
+
+class DelegationVersionInline(DelegationJson, admin.TabularInline):  # type: ignore[misc,valid-type]
+    model = DelegationVersion
+    extra = 0
+    can_delete = False
+    max_num = 0
+    fields = ("number", "name", "saved_by", "saved_at", "packet_pretty")
+    readonly_fields = fields
+    ordering = ["-number"]
 
 
 @admin.register(Delegation)
 class DelegationAdmin(DelegationJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
-    list_display = ["name", "owner", "parent", "created_at", "updated_at"]
-    list_filter = ["created_at", "updated_at"]
-    search_fields = ["name", "description", "owner__username"]
+    list_display = ["name", "owner", "parent", "template", "version", "updated_at"]
+    list_filter = ["template", "created_at", "updated_at"]
+    search_fields = ["name"]
+    list_select_related = ["owner", "parent"]
     raw_id_fields = ["parent", "owner"]
-    readonly_fields = ["created_at", "updated_at", "packet_pretty"]
-    fields = ["name", "description", "owner", "parent", "packet", "packet_pretty", "created_at",
-              "updated_at"]
+    readonly_fields = ["version", "updated_by", "created_at", "updated_at", "packet_pretty"]
+    fields = ["name", "description", "owner", "parent", "position", "template", "packet",
+              "packet_pretty", "version", "updated_by", "created_at", "updated_at"]
+    inlines = [DelegationVersionInline]

@@ -18,6 +18,8 @@ from ninja.errors import ValidationError as NinjaValidationError
 
 from delegations.accounts import api as accounts_api
 from delegations.accounts.auth import api_auth
+from delegations.composer import api as composer_api
+from delegations.composer.services import DelegationError
 from delegations.inbox import api as inbox_api
 from delegations.models import WorkerHeartbeat
 from delegations.protocol.errors import ProtocolError
@@ -38,6 +40,7 @@ api = NinjaAPI(
 
 api.add_router("/skills", skills_api.router)
 api.add_router("", accounts_api.router)
+api.add_router("/delegations", composer_api.router)
 api.add_router("/runs", runs_api.router)
 api.add_router("/approvals", inbox_api.router)
 api.add_router("/protocol", runs_api.protocol_router)
@@ -109,6 +112,11 @@ def protocol_error(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
 @api.exception_handler(RunError)
 def run_conflict(request: HttpRequest, exc: RunError) -> HttpResponse:
     return api.create_response(request, {"detail": exc.message}, status=exc.status)
+
+
+@api.exception_handler(DelegationError)
+def delegation_refused(request: HttpRequest, exc: DelegationError) -> HttpResponse:
+    return api.create_response(request, {"detail": exc.message, **exc.details}, status=exc.status)
 
 
 @api.exception_handler(AuthenticationError)

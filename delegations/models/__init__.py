@@ -1,8 +1,8 @@
 from .approvals import Approval
-from .delegations import Delegation
+from .delegations import Delegation, DelegationVersion
 from .events import RunEvent
 from .runs import Run, RunCheckpoint, RunCheckpointPart, RunMessage
 from .tokens import APIToken
 from .workers import WorkerHeartbeat
 
-__all__ = ["APIToken", "Approval", "Delegation", "Run", "RunCheckpoint", "RunCheckpointPart", "RunEvent", "RunMessage", "WorkerHeartbeat"]
+__all__ = ["APIToken", "Approval", "Delegation", "DelegationVersion", "Run", "RunCheckpoint", "RunCheckpointPart", "RunEvent", "RunMessage", "WorkerHeartbeat"]
