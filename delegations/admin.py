@@ -199,3 +199,12 @@ class DelegationAdmin(DelegationJson, admin.ModelAdmin):  # type: ignore[misc,va
     fields = ["name", "description", "owner", "parent", "position", "template", "packet",
               "packet_pretty", "version", "updated_by", "created_at", "updated_at"]
     inlines = [DelegationVersionInline]
+
+    def save_model(self, request: Any, obj: Delegation, form: Any, change: bool) -> None:
+        """An admin's edit is a save like any other: a new version, kept in the history."""
+        if change and {"name", "packet"} & set(form.changed_data):
+            obj.version += 1
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)
+        if not change or {"name", "packet"} & set(form.changed_data):
+            obj.keep_version(request.user)

@@ -33,3 +33,18 @@ def test_admins_browse_runs_events_approvals_and_delegations_with_readable_json(
     assert client.get("/admin/delegations/approval/?status__exact=pending").status_code == 200
     assert client.get("/admin/delegations/delegation/?q=caching").status_code == 200
     assert client.get("/admin/delegations/run/add/").status_code == 403
+
+
+def test_an_admin_edit_of_a_delegation_keeps_a_version(admin_client: Any, admin_user: Any) -> None:
+    from delegations.composer.services import delegation_create
+
+    delegation = delegation_create(owner=admin_user, name="Draft", packet={"goal": "First goal"})
+    response = admin_client.post(f"/admin/delegations/delegation/{delegation.pk}/change/", {
+        "name": "Draft", "description": "", "owner": admin_user.pk, "parent": "", "position": 0,
+        "packet": '{"goal": "Second goal"}', "versions-TOTAL_FORMS": 1, "versions-INITIAL_FORMS": 1,
+        "versions-MIN_NUM_FORMS": 0, "versions-MAX_NUM_FORMS": 0,
+        "versions-0-id": delegation.versions.get().pk, "versions-0-delegation": delegation.pk})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    delegation.refresh_from_db()
+    assert delegation.version == 2
+    assert [v.packet["goal"] for v in delegation.versions.all()] == ["First goal", "Second goal"]
