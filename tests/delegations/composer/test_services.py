@@ -215,7 +215,11 @@ def test_a_draft_with_lint_errors_runs_as_a_rejected_run(composer: Any, immediat
 @pytest.mark.django_db(transaction=True)
 def test_a_delegation_tree_runs_as_one_root_run_whose_model_starts_the_children_by_label(
         composer: Any, immediate_tasks: None) -> None:
-    from delegations.composer.services import composed_packet, delegation_create, delegation_start_run
+    from delegations.composer.services import (
+        composed_packet,
+        delegation_create,
+        delegation_start_run,
+    )
     from delegations.models import Run
     from tests.delegations import scripts
 
