@@ -2,6 +2,8 @@ from django.urls import path
 
 from delegations import dashboard
 from delegations.accounts import views as account
+from delegations.composer import tree_views as tree
+from delegations.composer import views as composer
 from delegations.inbox import views as inbox
 from delegations.runs import views as runs
 
@@ -13,6 +15,21 @@ urlpatterns = [
     path("account/", account.account, name="account"),
     path("account/tokens/", account.token_create, name="token_create"),
     path("account/tokens/<int:token_id>/revoke/", account.token_revoke, name="token_revoke"),
+    # delegations: the list, the composer and its live lint panel
+    path("delegations/", composer.delegation_list, name="delegation_list"),
+    path("delegations/new/", composer.delegation_new, name="delegation_new"),
+    path("delegations/lint/", composer.delegation_lint, name="delegation_lint"),
+    path("delegations/<int:delegation_id>/", composer.delegation_edit, name="delegation_edit"),
+    # a delegation's tree of child delegations, and what can be done to its nodes
+    path("delegations/<int:delegation_id>/tree/", tree.delegation_tree, name="delegation_tree"),
+    path("delegations/<int:delegation_id>/tree/run/", tree.tree_run, name="tree_run"),
+    path("delegations/<int:delegation_id>/tree/undo/", tree.tree_undo, name="tree_undo"),
+    path("delegations/<int:delegation_id>/tree/<int:node_id>/edit/", tree.tree_node_edit, name="tree_node_edit"),
+    path("delegations/<int:delegation_id>/tree/<int:node_id>/children/", tree.tree_child_add,
+         name="tree_child_add"),
+    path("delegations/<int:delegation_id>/tree/<int:node_id>/move/", tree.tree_node_move, name="tree_node_move"),
+    path("delegations/<int:delegation_id>/tree/<int:node_id>/remove/", tree.tree_node_remove,
+         name="tree_node_remove"),
     # runs
     path("runs/", runs.run_list, name="runs"),
     path("runs/new/", runs.run_new, name="run_new"),

@@ -11,6 +11,7 @@ from delegations.accounts.roles import visible_approvals
 NAVIGATION = [
     ("Dashboard", "delegations:dashboard", "dashboard"),
     ("Skills", "skills:catalog", "skills"),
+    ("Delegations", "delegations:delegation_list", "delegations"),
     ("Runs", "delegations:runs", "runs"),
     ("Inbox", "delegations:inbox", "inbox"),
 ]

@@ -82,8 +82,8 @@ def detail(request: HttpRequest, name: str, version: str | None = None) -> HttpR
     skill = _get_skill(name, version)
     context = {
         "skill": skill, "versions": Skill.objects.versions_of(skill.name),
-        "compose_url": _with_skill("delegations:compose", skill),
-        # starting runs is for composers, like importing
+        # starting runs is for composers, like importing: in the composer, or as raw JSON
+        "compose_url": _with_skill("delegations:delegation_new", skill) if can_compose(request.user) else None,
         "run_url": _with_skill("delegations:run_new", skill) if can_compose(request.user) else None,
         "files": skill.files.defer("content"),
     }

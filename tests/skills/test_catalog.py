@@ -312,8 +312,12 @@ def run_new_url() -> str:
 
 
 def test_composers_can_start_a_run_from_the_skill_page(composer_client, catalog):
-    link = f'href="{run_new_url()}?skill=price-check@1.1.0">Start a run with this skill'
-    assert link in text(composer_client.get("/skills/price-check/"))
+    from django.urls import reverse
+
+    page = text(composer_client.get("/skills/price-check/"))
+    composer = reverse("delegations:delegation_new")
+    assert f'href="{composer}?skill=price-check@1.1.0">Start a run with this skill' in page
+    assert f'href="{run_new_url()}?skill=price-check@1.1.0" title="Paste a hand-off packet as JSON instead">Raw run form' in page
 
 
 def test_others_are_not_offered_to_start_a_run(outsider_client, catalog):

@@ -1,0 +1,632 @@
+"""The composer's form: a hand-off packet as sections of fields, and back.
+
+Most fields map one-to-one onto a place in the packet (:data:`PACKET_FIELDS`: the form
+field ``budget__max_tokens`` is ``packet["budget"]["max_tokens"]``); a role's parameters
+count only for the role picked. The input data is a JSON textarea, or when the packet
+names a skill one field per property of its ``input_schema`` (:mod:`.schema_fields`).
+Success criteria are free-text lines plus structured rows (:class:`CriterionForm`).
+
+Nothing is lost between a packet and the form: what the form has no field for (a
+previous failure, metadata, a key nothing reads) stays in the "other fields" JSON,
+and :func:`packet_from_form` puts it back. ``packet_from_form(initial_from_packet(p))``
+gives ``p`` back for any canonical packet ``p``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, cast
+
+from django import forms
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.forms import BaseFormSet, BoundField, formset_factory
+
+from delegations.protocol.capabilities import CAPABILITY_INFO
+from delegations.protocol.criteria import TYPE_ALIASES, CriterionKind
+from delegations.protocol.lint import STANDARD_CHECKLIST
+from delegations.protocol.packet import (
+    AGLOOP_ROLES,
+    CURRENT_PHASES,
+    REVIEW_DEPTHS,
+    SUBAGENT_TYPES,
+    HandoffPacket,
+)
+from delegations.runs.forms import PASTE_LIMIT, RunStartForm
+from skills.models import Skill
+
+from .schema_fields import (
+    SEPARATOR,
+    JSONLinesField,
+    JSONValueField,
+    LayoutItem,
+    LinesField,
+    NumberField,
+    initial_from_input_data,
+    input_data_from_cleaned,
+    schema_fields,
+)
+
+STANDARD_CHECKLIST_ITEMS: list[str] = [item for item, _ in STANDARD_CHECKLIST]
+_BLANK = [("", "—")]
+_JSON_TYPES = tuple(dict.fromkeys(TYPE_ALIASES.values()))
+
+
+def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    return _BLANK + [(value, value.replace("_", " ")) for value in values]
+
+
+class CapabilitiesField(forms.MultipleChoiceField):
+    """Checkboxes of the capabilities offered. A capability the packet already asks for is
+    kept even when it is not offered: lint says what is wrong with it."""
+
+    widget = forms.CheckboxSelectMultiple
+
+    def valid_value(self, value: Any) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class PacketField:
+    """A form field standing for one place in the packet."""
+
+    path: tuple[str, ...]
+    section: str
+    make: Callable[[], forms.Field]
+    role: str | None = None   # counts only when this role is picked
+
+    @property
+    def name(self) -> str:
+        return SEPARATOR.join(self.path)
+
+
+def _text(label: str, help_text: str = "", *, rows: int = 0, required: bool = False) -> Callable[[], forms.Field]:
+    widget = forms.Textarea(attrs={"rows": rows}) if rows else forms.TextInput
+    return partial(forms.CharField, required=required, label=label, help_text=help_text, widget=widget,
+                   max_length=PASTE_LIMIT)
+
+
+def _lines(label: str, help_text: str = "One per line.") -> Callable[[], forms.Field]:
+    return partial(LinesField, required=False, label=label, help_text=help_text)
+
+
+def _json(label: str, help_text: str = "As JSON.", expect: type | None = None) -> Callable[[], forms.Field]:
+    return partial(JSONValueField, required=False, label=label, help_text=help_text, expect=expect)
+
+
+def _choice(label: str, values: tuple[str, ...], help_text: str = "") -> Callable[[], forms.Field]:
+    return partial(forms.ChoiceField, required=False, label=label, help_text=help_text,
+                   choices=_choices(values))
+
+
+def _count(label: str, help_text: str = "", minimum: int = 0) -> Callable[[], forms.Field]:
+    return partial(forms.IntegerField, required=False, label=label, help_text=help_text, min_value=minimum)
+
+
+def _amount(label: str, help_text: str = "") -> Callable[[], forms.Field]:
+    return partial(NumberField, required=False, label=label, help_text=help_text, min_value=0)
+
+
+def _task_definition(role: str) -> list[PacketField]:
+    block = f"{role}_params"
+    return [
+        PacketField((block, "task_definition", "id"), role, _text("Task id"), role),
+        PacketField((block, "task_definition", "title"), role, _text("Task title"), role),
+        PacketField((block, "task_definition", "description"), role, _text("Task description", rows=3), role),
+        PacketField((block, "task_definition", "files_to_modify"), role, _lines("Files to modify"), role),
+        PacketField((block, "task_definition", "files_to_read"), role, _lines("Files to read"), role),
+        PacketField((block, "acceptance_criteria"), role,
+                    _lines("Acceptance criteria", "One per line; each is confirmed with evidence."), role),
+    ]
+
+
+PACKET_FIELDS: tuple[PacketField, ...] = (
+    PacketField(("goal",), "task", _text(
+        "Goal", "What the subagent must achieve, in one or two sentences. It runs as written.",
+        rows=3, required=True)),
+    PacketField(("instruction_set",), "task", _text(
+        "Instruction set", "How to go about it: the subagent's system-level instructions.", rows=5)),
+    PacketField(("subagent_type",), "task", _choice(
+        "Role", SUBAGENT_TYPES, "Which kind of subagent does the work; agloop roles have their own parameters.")),
+    PacketField(("skill",), "task", partial(forms.CharField, required=False, widget=forms.HiddenInput)),
+    # the agloop base parameters
+    PacketField(("task_id",), "base", _text("Task id", "Required from the execute phase on.")),
+    PacketField(("feature_name",), "base", _text("Feature name", "The user's request, verbatim.", rows=2)),
+    PacketField(("feature_description",), "base", _text("Feature description", rows=3)),
+    PacketField(("current_phase",), "base", _choice("Current phase", CURRENT_PHASES)),
+    PacketField(("current_state_summary",), "base", _text("Current state summary", rows=2)),
+    PacketField(("plan_path",), "base", _text("Plan path")),
+    PacketField(("state_path",), "base", _text("State path")),
+    PacketField(("log_path",), "base", _text("Log path")),
+    # the agloop roles' parameters
+    PacketField(("researcher_params", "complexity_level"), "researcher", _choice(
+        "Complexity", ("simple", "medium", "complex"), "1, 2 or 3 research passes."), "researcher"),
+    PacketField(("researcher_params", "research_mode"), "researcher", _choice(
+        "Research mode", ("codebase_only", "codebase_plus_latest_guidance")), "researcher"),
+    PacketField(("researcher_params", "focus_areas"), "researcher", _lines("Focus areas"), "researcher"),
+    PacketField(("researcher_params", "known_patterns"), "researcher", _lines("Known patterns"), "researcher"),
+    PacketField(("researcher_params", "workspace_root"), "researcher", _text(
+        "Workspace root", "The absolute path of the workspace."), "researcher"),
+    PacketField(("planner_params", "research_findings"), "planner", _json(
+        "Research findings", "The researcher's full output, as JSON."), "planner"),
+    PacketField(("planner_params", "context_map"), "planner", _json("Context map"), "planner"),
+    PacketField(("planner_params", "latest_guidance"), "planner", _json("Latest guidance"), "planner"),
+    PacketField(("planner_params", "constraints"), "planner", _lines("Constraints"), "planner"),
+    PacketField(("planner_params", "revision_feedback"), "planner", _json(
+        "Revision feedback", "The critic's objection when this is a revision, as JSON.", dict), "planner"),
+    PacketField(("critic_params", "plan_yaml_path"), "critic", _text("Plan to review (path)"), "critic"),
+    PacketField(("critic_params", "iteration_number"), "critic", _count("Iteration", minimum=1), "critic"),
+    PacketField(("critic_params", "max_iterations"), "critic", _count("Max iterations", minimum=1), "critic"),
+    PacketField(("critic_params", "feature_name"), "critic", _text(
+        "Feature name", "The original request, verbatim.", rows=2), "critic"),
+    PacketField(("critic_params", "research_findings"), "critic", _json("Research findings"), "critic"),
+    PacketField(("critic_params", "previous_objections"), "critic", _json(
+        "Previous objections", "A JSON list of earlier objections.", list), "critic"),
+    *_task_definition("executor"),
+    PacketField(("executor_params", "context_map"), "executor", _json(
+        "Context map", "Files and patterns to follow, as JSON."), "executor"),
+    *_task_definition("verifier"),
+    PacketField(("verifier_params", "executor_result"), "verifier", _json(
+        "Executor result", "The executor's output to verify, as JSON.", dict), "verifier"),
+    PacketField(("review_depth",), "verifier", _choice(
+        "Review depth", REVIEW_DEPTHS, "Leave empty to see what the review-depth tree suggests."), "verifier"),
+    # input and context
+    PacketField(("allowed_inputs",), "input", _lines(
+        "Allowed inputs", "The input keys the subagent may be given, one per line.")),
+    PacketField(("context", "original_request"), "context", _text("Original request", rows=2)),
+    PacketField(("context", "summary"), "context", _text("Summary so far", rows=2)),
+    PacketField(("context", "completed_steps"), "context", partial(
+        JSONLinesField, required=False, label="Completed steps",
+        help_text="One per line; a line starting with { is read as JSON.")),
+    PacketField(("context", "decisions"), "context", partial(
+        JSONLinesField, required=False, label="Decisions made",
+        help_text="One per line; a line starting with { is read as JSON.")),
+    PacketField(("context", "relevant_files"), "context", _lines("Relevant files")),
+    PacketField(("context", "intermediate_results"), "context", _json("Intermediate results", expect=dict)),
+    # expectations
+    PacketField(("expected_output_schema",), "expectations", _json(
+        "Expected output schema", 'JSON Schema, or the short form {"answer": "integer"}.', dict)),
+    PacketField(("termination_trigger",), "expectations", _text(
+        "Termination trigger", "The condition that signals the work is done.")),
+    # budget and time
+    PacketField(("budget", "max_model_calls"), "budget", _count("Max model calls")),
+    PacketField(("budget", "max_tokens"), "budget", _count("Max tokens")),
+    PacketField(("budget", "max_cost_usd"), "budget", _amount("Max cost (USD)")),
+    PacketField(("budget", "max_runtime_s"), "budget", _amount("Max runtime (seconds)")),
+    PacketField(("budget", "max_concurrency"), "budget", _count("Max concurrent children", minimum=1)),
+    PacketField(("timeout_s",), "budget", partial(
+        NumberField, required=False, label="Timeout (seconds)", min_value=0.001,
+        help_text="Without one, a stuck subagent leaves its parent waiting forever.")),
+    PacketField(("max_iterations",), "budget", partial(
+        forms.IntegerField, required=False, label="Max iterations", min_value=1, initial=5,
+        help_text="Turns the subagent gets; one more than 1 leaves room to correct itself.")),
+    # scope, constraints, nesting
+    PacketField(("capabilities",), "scope", partial(CapabilitiesField, required=False, label="Capabilities")),
+    PacketField(("anti_laziness_checklist",), "rules", _lines(
+        "Anti-laziness checklist", "One rule per line; the agloop protocol's standard ten are filled in.")),
+    PacketField(("specification_adherence", "required_patterns"), "rules", _lines("Required patterns")),
+    PacketField(("specification_adherence", "forbidden_patterns"), "rules", _lines("Forbidden patterns")),
+    PacketField(("specification_adherence", "tech_choices"), "rules", _lines("Technology choices")),
+    PacketField(("allow_nested",), "nesting", partial(
+        forms.BooleanField, required=False, label="May delegate further",
+        help_text="Let this subagent spawn subagents of its own.")),
+    PacketField(("max_depth",), "nesting", partial(
+        forms.IntegerField, required=False, label="Max depth", min_value=0, initial=3,
+        help_text="How deep delegation may go below the root (3 is the hand-off protocol's advice).")),
+)
+_BY_NAME = {spec.name: spec for spec in PACKET_FIELDS}
+_DEFAULTS = {name: info.default for name, info in HandoffPacket.model_fields.items()
+             if name in ("max_iterations", "max_depth", "allow_nested")}
+
+SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("task", "Goal and role", ""),
+    ("base", "Base parameters", "What every agloop delegation carries."),
+    *((role, f"{role.capitalize()} parameters", "What this agloop role needs.") for role in AGLOOP_ROLES),
+    ("input", "Input data", "What the subagent is given to work on."),
+    ("context", "Context", "What happened before, so the subagent does not start blind."),
+    ("expectations", "Expectations", "What comes back, and how to tell it is right."),
+    ("budget", "Budget and time", "Leave an axis empty for no limit on it."),
+    ("scope", "Capabilities", "What the subagent may do. Nothing is allowed that is not ticked."),
+    ("rules", "Constraints", "Rules the work must follow."),
+    ("nesting", "Nesting", ""),
+)
+OTHER_FIELD = "other"
+INPUT_FIELD = "input_data"
+CRITERIA_TEXT = "success_criteria_text"
+CRITERIA_ROWS = "criteria_rows"
+
+
+# -- success criteria --------------------------------------------------------------------
+
+# What each structured kind takes (the form's "path" is the criterion's "field" for
+# kinds that read a text field).
+KIND_PARAMS: dict[str, tuple[str, ...]] = {
+    "json_schema": ("schema",), "field": ("path", "type"), "regex": ("field", "pattern", "ignore_case"),
+    "word_count": ("field", "min", "max"), "equals": ("path", "value"),
+    "range": ("path", "min", "max", "min_exclusive", "max_exclusive"), "evidence": ("min",),
+    "files_modified": ("paths",), "tests_pass": (),
+}
+_FLAGS = ("ignore_case", "min_exclusive", "max_exclusive")
+
+
+class CriterionForm(forms.Form):
+    kind = forms.ChoiceField(required=False, choices=_choices(tuple(k.value for k in CriterionKind)),
+                             help_text="Empty this to remove the row.")
+    path = forms.CharField(required=False, label="Field path", help_text="e.g. summary or items.0.price")
+    type = forms.ChoiceField(required=False, label="Type", choices=_choices(_JSON_TYPES))
+    pattern = forms.CharField(required=False, label="Pattern", help_text="A regular expression.")
+    ignore_case = forms.BooleanField(required=False, label="Ignore case")
+    min = NumberField(required=False, label="Min")
+    max = NumberField(required=False, label="Max")
+    min_exclusive = forms.BooleanField(required=False, label="Min exclusive")
+    max_exclusive = forms.BooleanField(required=False, label="Max exclusive")
+    value = JSONValueField(required=False, label="Value (JSON)", widget=forms.TextInput,
+                           help_text='e.g. "ok" (with the quotes), 42 or true.')
+    paths = LinesField(required=False, label="Files", help_text="One path per line.")
+    schema = JSONValueField(required=False, label="Schema (JSON)", expect=dict,
+                            help_text="Empty: the expected output schema.")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not cleaned.get("kind") and any(
+                value not in (None, "", [], False) for name, value in cleaned.items() if name != "kind"):
+            raise ValidationError("Pick a kind for this criterion, or clear the row.")
+        return cleaned
+
+    def criterion(self) -> dict[str, Any] | None:
+        """The structured criterion this row holds, or None for an empty row."""
+        return criterion_from_row(self.cleaned_data)
+
+    @staticmethod
+    def represents(criterion: Any) -> bool:
+        """Whether a row can hold ``criterion`` exactly."""
+        return isinstance(criterion, dict) and criterion_from_row(row_from_criterion(criterion)) == criterion
+
+
+def criterion_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
+    kind = row.get("kind")
+    if not kind:
+        return None
+    criterion: dict[str, Any] = {"kind": kind}
+    for param in KIND_PARAMS.get(kind, ()):
+        value = row.get("path") if param == "field" else row.get(param)
+        if value in (None, "", []) or (param in _FLAGS and not value):
+            continue
+        criterion[param] = value
+    return criterion
+
+
+def row_from_criterion(criterion: dict[str, Any]) -> dict[str, Any]:
+    row = {key: value for key, value in criterion.items() if key in CriterionForm.base_fields}
+    if "field" in criterion:
+        row["path"] = criterion["field"]
+    return row
+
+
+class BaseCriterionFormSet(BaseFormSet[CriterionForm]):
+    def criteria(self) -> list[dict[str, Any]]:
+        return [criterion for form in self.forms if (criterion := form.criterion()) is not None]
+
+
+CriterionFormSet = formset_factory(CriterionForm, formset=BaseCriterionFormSet, extra=1)
+CRITERIA_PREFIX = "criterion"
+
+
+# -- packet <-> cleaned data -------------------------------------------------------------
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def _get(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = data
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        data = data.setdefault(key, {})
+    data[path[-1]] = value
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` laid on top, objects merged key by key (``over`` wins)."""
+    merged = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def remainder(data: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+    """What of ``data`` is not in ``shown`` (key by key, into objects)."""
+    rest: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in shown:
+            rest[key] = value
+        elif isinstance(value, dict) and isinstance(shown[key], dict):
+            inner = remainder(value, shown[key])
+            if inner:
+                rest[key] = inner
+    return rest
+
+
+def _active(spec: PacketField, role: str | None) -> bool:
+    return spec.role is None or spec.role == role
+
+
+def packet_from_form(cleaned: dict[str, Any]) -> dict[str, Any]:
+    """The packet the cleaned form data stands for (what is empty is left out)."""
+    role = cleaned.get("subagent_type") or None
+    built: dict[str, Any] = {}
+    for spec in PACKET_FIELDS:
+        value = cleaned.get(spec.name)
+        if not _active(spec, role) or _empty(value) or _DEFAULTS.get(spec.name, ...) == value:
+            continue
+        _set(built, spec.path, value)
+    if not _empty(cleaned.get(INPUT_FIELD)):
+        built["input_data"] = cleaned[INPUT_FIELD]
+    criteria = [*(cleaned.get(CRITERIA_TEXT) or []), *(cleaned.get(CRITERIA_ROWS) or [])]
+    if criteria:
+        built["success_criteria"] = criteria
+    packet = merge(cleaned.get(OTHER_FIELD) or {}, built)
+    if packet.get("review_depth") and isinstance(packet.get("verifier_params"), dict):
+        # the packet keeps review_depth in both places, and they must agree
+        packet["verifier_params"]["review_depth"] = packet["review_depth"]
+    return packet
+
+
+def _fits(spec: PacketField, value: Any) -> bool:
+    """Whether the form field gives ``value`` back exactly."""
+    form_field = spec.make()
+    try:
+        return bool(form_field.clean(form_field.prepare_value(value)) == value)
+    except ValidationError:
+        return False
+
+
+def _split_criteria(criteria: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Free-text lines first, then rows: the order the form gives them back in. When the
+    packet's own order is different, every criterion goes in the lines (JSON for a dict)."""
+    cut = next((index for index, item in enumerate(criteria) if not isinstance(item, str)), len(criteria))
+    text, rows = criteria[:cut], criteria[cut:]
+    lines = JSONLinesField(required=False)
+    if all(CriterionForm.represents(row) for row in rows) and lines.clean(lines.prepare_value(text)) == text:
+        return text, rows
+    return criteria, []
+
+
+def initial_from_packet(packet: dict[str, Any]) -> dict[str, Any]:
+    """Initial form values for a canonical packet (``HandoffPacket.to_dict()``)."""
+    role = packet.get("subagent_type")
+    initial: dict[str, Any] = {}
+    for spec in PACKET_FIELDS:
+        value = _get(packet, spec.path)
+        if _active(spec, role) and value is not None and _fits(spec, value):
+            initial[spec.name] = value
+    if isinstance(packet.get("input_data"), dict):
+        initial[INPUT_FIELD] = packet["input_data"]
+    criteria = packet.get("success_criteria")
+    if isinstance(criteria, list):
+        initial[CRITERIA_TEXT], initial[CRITERIA_ROWS] = _split_criteria(criteria)
+    initial[OTHER_FIELD] = remainder(packet, packet_from_form(initial))
+    return initial
+
+
+def new_initial(skill: Skill | None = None, role: str | None = None) -> dict[str, Any]:
+    """Where a new delegation starts: the skill's role, schemas and capabilities (or the
+    role picked), the standard checklist, a timeout and a budget. The goal stays empty:
+    only the person knows it."""
+    initial: dict[str, Any] = {
+        "subagent_type": role or "", "anti_laziness_checklist": STANDARD_CHECKLIST_ITEMS,
+        "timeout_s": 300, "budget__max_model_calls": 20, "budget__max_tokens": 50_000,
+    }
+    if skill is not None:
+        examples = (skill.manifest or {}).get("examples") or []
+        initial.update({
+            "skill": skill.ref, "subagent_type": skill.subagent_type or role or "",
+            INPUT_FIELD: dict(examples[0]["input"]) if examples else {},
+            "allowed_inputs": sorted((skill.input_schema or {}).get("properties") or {}),
+            "expected_output_schema": skill.output_schema or None,
+            CRITERIA_TEXT: ["JSON is schema-valid"] if skill.output_schema else [],
+            "capabilities": list(skill.capabilities or []),
+        })
+    return initial
+
+
+# -- the form ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    key: str
+    title: str
+    description: str
+    fields: list[BoundField]
+    roles: tuple[str, ...]   # shown only for these roles (all when empty)
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityChoice:
+    name: str
+    description: str
+    needs_approval: bool
+    checked: bool
+    known: bool
+
+
+class ComposerForm(forms.Form):
+    """The whole packet, plus the delegation's name and the version an edit is based on."""
+
+    required_css_class = "required"
+
+    name = forms.CharField(required=False, max_length=200, label="Name",
+                           help_text="How the delegation is listed. Needed to save it.")
+    template = forms.BooleanField(required=False, label="Keep as a template",
+                                  help_text="A starting point to copy rather than to run as it is.")
+    base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    input_data = JSONValueField(required=False, label="Input data", expect=dict,
+                                help_text='A JSON object, e.g. {"query": "Current price of TSLA"}.')
+    success_criteria_text = JSONLinesField(
+        required=False, label="Success criteria (free text)",
+        help_text='One per line, machine-checkable: "JSON is schema-valid", "Word count > 500", '
+                  '"Tests pass". A line starting with { is a structured criterion in JSON.')
+    other = JSONValueField(required=False, label="Other packet fields", expect=dict,
+                           help_text="Everything in the packet this form has no field for, as JSON.")
+
+    def __init__(self, data: Any = None, *, skill: Skill | None = None, initial: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        initial = dict(initial or {})
+        kwargs.setdefault("label_suffix", "")
+        self.skill = skill
+        self.input_fields = schema_fields(skill.input_schema) if skill is not None else None
+        if self.input_fields is not None:
+            initial = self._spread_input(initial)
+        super().__init__(data, initial=initial, **kwargs)
+        for spec in PACKET_FIELDS:
+            self.fields[spec.name] = spec.make()
+        if self.input_fields is not None:
+            del self.fields[INPUT_FIELD]
+            self.fields.update(self.input_fields.fields)
+        self._offer_capabilities(data, initial)
+        rows = [row_from_criterion(row) for row in initial.get(CRITERIA_ROWS) or []]
+        self.criteria = cast(BaseCriterionFormSet,
+                             CriterionFormSet(data, initial=rows, prefix=CRITERIA_PREFIX,
+                                              form_kwargs={"label_suffix": ""}))
+
+    def _spread_input(self, initial: dict[str, Any]) -> dict[str, Any]:
+        """Input values onto the schema's fields; input keys the schema lacks go to "other"."""
+        assert self.input_fields is not None
+        input_data = initial.pop(INPUT_FIELD, None) or {}
+        spread = initial_from_input_data(input_data, self.input_fields)
+        unknown = remainder(input_data, input_data_from_cleaned(spread, self.input_fields))
+        if unknown:
+            initial[OTHER_FIELD] = merge(initial.get(OTHER_FIELD) or {}, {"input_data": unknown})
+        return {**initial, **spread}
+
+    def _offer_capabilities(self, data: Any, initial: dict[str, Any]) -> None:
+        offered = list(self.skill.capabilities or []) if self.skill is not None else list(CAPABILITY_INFO)
+        asked = data.getlist("capabilities") if hasattr(data, "getlist") else initial.get("capabilities") or []
+        names = offered + [name for name in asked if name not in offered]
+        self.capability_names = names
+        field = self.fields["capabilities"]
+        assert isinstance(field, CapabilitiesField)
+        field.choices = [(name, name) for name in names]
+        if self.skill is not None:
+            field.help_text = f"The capabilities {self.skill.ref} declares."
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.input_fields is not None:
+            cleaned[INPUT_FIELD] = input_data_from_cleaned(cleaned, self.input_fields)
+        if self.criteria.is_valid():
+            cleaned[CRITERIA_ROWS] = self.criteria.criteria()
+        else:
+            raise ValidationError("A structured success criterion has a problem; it is marked below.")
+        return cleaned
+
+    # -- what the template draws ----------------------------------------------------
+    def role(self) -> str:
+        return str(self["subagent_type"].value() or "")
+
+    def sections(self) -> list[Section]:
+        by_section: dict[str, list[BoundField]] = {}
+        for spec in PACKET_FIELDS:
+            if not isinstance(self.fields[spec.name].widget, forms.HiddenInput) and spec.name != "capabilities":
+                by_section.setdefault(spec.section, []).append(self[spec.name])
+        return [Section(key, title, description, by_section.get(key, []),
+                        (key,) if key in AGLOOP_ROLES else AGLOOP_ROLES if key == "base" else ())
+                for key, title, description in SECTIONS]
+
+    def input_layout(self) -> list[tuple[LayoutItem, BoundField | None]]:
+        """The skill's input fields in order, with fieldsets for objects."""
+        if self.input_fields is None:
+            return []
+        return [(item, self[item.name] if item.kind == "field" else None) for item in self.input_fields.layout]
+
+    def capability_choices(self) -> list[CapabilityChoice]:
+        checked = set(self["capabilities"].value() or [])
+        approval = set(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES)
+        return [CapabilityChoice(
+                    name, CAPABILITY_INFO[name].description if name in CAPABILITY_INFO else
+                    "Handoff has no tool for this capability, so a run cannot use it.",
+                    name in approval, name in checked, name in CAPABILITY_INFO)
+                for name in self.capability_names]
+
+    def anchor(self, field_path: str) -> str:
+        """The id of the input a finding about ``field_path`` (dotted, maybe with [n]) is
+        about, or of the nearest field above it; "" when the form shows nothing for it."""
+        parts = [part.split("[")[0] for part in field_path.split(".") if part]
+        while parts:
+            name = _ANCHOR_ALIASES.get(SEPARATOR.join(parts), SEPARATOR.join(parts))
+            if name == INPUT_FIELD and self.input_fields is not None:
+                name = next(iter(self.input_fields.fields), OTHER_FIELD)
+            if name in self.fields:
+                suffix = "_0" if name == "capabilities" else ""
+                return f"{self[name].auto_id}{suffix}"
+            parts.pop()
+        return ""
+
+    def delegation_name(self) -> str:
+        """The name typed, or for a run of an unnamed delegation the goal's first line."""
+        name = str(self.cleaned_data.get("name") or "").strip()
+        goal = str(self.cleaned_data.get("goal") or "").strip().splitlines()
+        return name or (goal[0][:80] if goal else "")
+
+
+_ANCHOR_ALIASES = {
+    "success_criteria": CRITERIA_TEXT, "verifier_params__review_depth": "review_depth",
+    "budget": "budget__max_model_calls", "context": "context__original_request",
+    "specification_adherence": "specification_adherence__required_patterns",
+    "executor_params": "executor_params__task_definition__id",
+    "verifier_params": "verifier_params__task_definition__id",
+    "researcher_params": "researcher_params__complexity_level",
+    "planner_params": "planner_params__research_findings",
+    "critic_params": "critic_params__plan_yaml_path", "extra": OTHER_FIELD,
+    "previous_failure": OTHER_FIELD, "metadata": OTHER_FIELD, "depth": "max_depth",
+}
+
+
+class AdapterForm(RunStartForm):
+    """The run form's choice of model, without its packet: the composer supplies that."""
+
+    packet = None  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+
+class ImportForm(forms.Form):
+    """A packet to fill the form with, in any dialect, pasted or as a file."""
+
+    packet_json = forms.CharField(
+        required=False, max_length=PASTE_LIMIT, label="Paste a packet (JSON)",
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        help_text="delegate_task arguments, an agloop delegation, a HandoffPackage, a delegation "
+                  "contract or sessions_spawn parameters.")
+    packet_file = forms.FileField(required=False, label="…or upload a .json file")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        upload = cleaned.get("packet_file")
+        if upload is not None:
+            if upload.size > PASTE_LIMIT:
+                raise ValidationError(f"The file is larger than {PASTE_LIMIT // 1024} KB.")
+            try:
+                cleaned["packet_json"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValidationError("The file is not UTF-8 text.") from None
+        if not str(cleaned.get("packet_json") or "").strip():
+            raise ValidationError("Paste a packet or choose a file.")
+        return cleaned
