@@ -1,0 +1,344 @@
+"""The tree editor's pages: a delegation and its child delegations drawn as a tree, with
+a child added, renamed, moved, removed (and put back), and the whole tree run.
+
+The picture is :mod:`.tree`'s; every change goes through :mod:`.services`, so each one
+is a kept version and a stale one is refused. Each action is a plain POST that
+redirects to the tree; under htmx it answers with the tree panel instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.validators import MaxValueValidator
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from delegations.accounts.roles import can_compose
+from delegations.models import Delegation
+from delegations.protocol.errors import ProtocolError
+from delegations.protocol.lint import Severity
+from delegations.protocol.packet import SUBAGENT_TYPES
+
+from .forms import AdapterForm, ComposerForm
+from .services import (
+    NAME_MAX,
+    DelegationError,
+    StaleSave,
+    delegation_create,
+    delegation_delete,
+    delegation_start_run,
+    delegation_update,
+)
+from .tree import SHOWN_AXES, TreeNode, child_packet, load_tree, subtree_snapshot, unique_label
+
+COMPOSE_REFUSED = ("Editing a delegation's tree needs the composer role. Ask an admin to add you to "
+                   "the “composers” group.")
+HOW_IT_RUNS = ("Starting the root starts one run. Each child is offered to its parent's model by its "
+               "label; when the parent delegates to it, the child runs with the contract composed "
+               "here, narrowed to what the parent has left.")
+
+
+def _undo_key(root: Delegation) -> str:
+    return f"tree-undo-{root.pk}"
+
+
+# -- lookups scoped to the person asking ------------------------------------------------------
+
+def _get_root_for_user(request: HttpRequest, delegation_id: int) -> Delegation:
+    if not can_compose(request.user):
+        raise PermissionDenied(COMPOSE_REFUSED)
+    root = Delegation.objects.visible_to(request.user).filter(pk=delegation_id).first()
+    if root is None:
+        raise Http404(f"No delegation {delegation_id} that you can see.")
+    return root
+
+
+def _get_node(tree: TreeNode, node_id: int) -> TreeNode:
+    node = tree.find(node_id)
+    if node is None:
+        raise Http404(f"No delegation {node_id} in this tree.")
+    return node
+
+
+def _parent(tree: TreeNode, node: TreeNode) -> TreeNode:
+    parent = tree.parent_of(node.delegation.pk)
+    if parent is None:
+        raise DelegationError("The top of the tree is the delegation itself; delete or move it from "
+                              "the delegation list, not from its tree.")
+    return parent
+
+
+# -- the forms ------------------------------------------------------------------------------------
+
+class NodeEditForm(forms.Form):
+    """A node's name and goal, saved on top of the version the page showed."""
+
+    name = forms.CharField(max_length=NAME_MAX)
+    goal = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    base_version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+
+
+class ChildForm(forms.Form):
+    """A new child under ``parent``: its budget within what the parent has left after its
+    other children, its capabilities a subset of the parent's."""
+
+    name = forms.CharField(max_length=NAME_MAX)
+    label = forms.SlugField(required=False, max_length=80,
+                            help_text="The name the parent's model delegates to; made from the name when empty.")
+    subagent_type = forms.ChoiceField(label="Role", required=False,
+                                      choices=[("", "No role"), *((role, role) for role in SUBAGENT_TYPES)])
+    goal = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    max_model_calls = forms.IntegerField(label="Model calls", required=False, min_value=0)
+    max_tokens = forms.IntegerField(label="Tokens", required=False, min_value=0)
+    max_cost_usd = forms.FloatField(label="Cost (USD)", required=False, min_value=0)
+    capabilities = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, parent: TreeNode, **kwargs: Any) -> None:
+        kwargs["auto_id"] = f"add-{parent.delegation.pk}-%s"   # one add form per node, ids unique
+        super().__init__(*args, **kwargs)
+        self.parent = parent
+        self.fields["name"].widget.attrs["data-autofocus"] = ""
+        for axis, figure in parent.left_for_a_new_child().items():
+            field = self.fields[axis]
+            field.initial = figure
+            if figure is None:
+                field.help_text = f"{parent.delegation.name} has no limit here; empty means no limit."
+                continue
+            field.widget.attrs["max"] = figure
+            message = (f"{parent.delegation.name} has {figure:g} left after its other children; ask "
+                       f"for {figure:g} or less, or leave it empty to take whatever is left.")
+            field.validators.append(MaxValueValidator(figure, message=message))
+            field.help_text = f"At most {figure:g}: what {parent.delegation.name} has left after its other children."
+        capabilities = self.fields["capabilities"]
+        assert isinstance(capabilities, forms.MultipleChoiceField)
+        capabilities.choices = [(name, name) for name in parent.capabilities]
+        capabilities.help_text = ("Only the parent's capabilities can be passed on; tick what this child needs."
+                                  if parent.capabilities else f"{parent.delegation.name} has none to pass on.")
+
+    def packet(self) -> dict[str, Any]:
+        cleaned = self.cleaned_data
+        taken = {child.label for child in self.parent.children}
+        return child_packet(self.parent, goal=cleaned["goal"], role=cleaned["subagent_type"],
+                            label=unique_label(cleaned["label"] or cleaned["name"], taken),
+                            budget={axis: cleaned[axis] for axis, _ in SHOWN_AXES},
+                            capabilities=cleaned["capabilities"])
+
+
+# -- drawing ----------------------------------------------------------------------------------
+
+def _tree_url(root: Delegation) -> str:
+    return reverse("delegations:delegation_tree", args=[root.pk])
+
+
+def _problem_links(tree: TreeNode, root: Delegation) -> list[dict[str, Any]]:
+    anchors = ComposerForm()   # where the composer shows each packet field
+    links = []
+    for node in tree.walk():
+        pk = node.delegation.pk
+        for problem in node.problems():
+            if problem.inline_field:
+                href = f"{_tree_url(root)}?edit={pk}#edit-{pk}-{problem.inline_field}"
+            else:
+                anchor = anchors.anchor(problem.field)
+                href = reverse("delegations:delegation_edit", args=[pk]) + (f"#{anchor}" if anchor else "")
+            links.append({"problem": problem, "href": href})
+    return links
+
+
+def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected: int | None = None,
+          **state: Any) -> HttpResponse:
+    """The tree page (the tree panel alone under htmx) with ``state``: which node's edit
+    form, add form or remove confirmation is open."""
+    root.refresh_from_db()
+    tree = load_tree(root)
+    problems = _problem_links(tree, root)
+    error_count = sum(link["problem"].severity == Severity.ERROR for link in problems)
+    undo = request.session.get(_undo_key(root))
+    context = {
+        "root": root, "tree": tree, "problems": problems, "tree_url": _tree_url(root),
+        "error_count": error_count, "warning_count": len(problems) - error_count,
+        "undo_name": undo["subtree"]["name"] if undo else "", "selected": selected or "",
+        "adapter_form": AdapterForm(), "how_it_runs": HOW_IT_RUNS,
+        "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
+        "remove_id": None, **state,
+    }
+    template = "delegations/tree.html#tree" if request.htmx else "delegations/tree.html"  # type: ignore[attr-defined]
+    return render(request, template, context, status=status)
+
+
+def _done(request: HttpRequest, root: Delegation, message: str, *, selected: int | None = None) -> HttpResponse:
+    messages.success(request, message)
+    if request.htmx:  # type: ignore[attr-defined]
+        return _page(request, root, selected=selected)
+    return redirect(_tree_url(root) + (f"#node-{selected}" if selected else ""))
+
+
+def _refused(request: HttpRequest, root: Delegation, error: DelegationError) -> HttpResponse:
+    messages.error(request, error.message)
+    return _page(request, root, status=error.status)
+
+
+# -- the pages --------------------------------------------------------------------------------
+
+@require_GET
+def delegation_tree(request: HttpRequest, delegation_id: int) -> HttpResponse:
+    """The tree; ``?edit=``, ``?add=`` or ``?remove=`` a node's id opens that form on it."""
+    root = _get_root_for_user(request, delegation_id)
+    state: dict[str, Any] = {f"{action}_id": int(request.GET[action]) for action in ("edit", "add", "remove")
+                             if request.GET.get(action, "").isdigit()}
+    selected = next(iter(state.values()), None)
+    if "add_id" in state:
+        state["add_form"] = ChildForm(parent=_get_node(load_tree(root), state["add_id"]))
+    return _page(request, root, selected=selected, **state)
+
+
+@require_POST
+def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
+    root = _get_root_for_user(request, delegation_id)
+    node = _get_node(load_tree(root), node_id)
+    form = NodeEditForm(request.POST)
+    if not form.is_valid():
+        return _page(request, root, status=422, edit_id=node_id, edit_form=form, selected=node_id)
+    goal = form.cleaned_data["goal"].strip()
+    changed = None if goal == node.goal else {**node.delegation.packet_dict(), "goal": goal}
+    try:
+        saved = delegation_update(delegation=node.delegation, user=request.user, name=form.cleaned_data["name"],
+                                  base_version=form.cleaned_data["base_version"], packet=changed)
+    except StaleSave as stale:
+        # what was typed stays, now based on the current version: saving again puts it on top
+        data = request.POST.copy()
+        data["base_version"] = str(stale.current_version)
+        return _page(request, root, status=409, edit_id=node_id, edit_form=NodeEditForm(data), stale=stale,
+                     selected=node_id)
+    except DelegationError as error:
+        field = error.details.get("field")
+        form.add_error(field if field in form.fields else None, error.message)
+        return _page(request, root, status=error.status, edit_id=node_id, edit_form=form, selected=node_id)
+    return _done(request, root, f"Saved {saved.name} (version {saved.version}).", selected=node_id)
+
+
+@require_POST
+def tree_child_add(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
+    root = _get_root_for_user(request, delegation_id)
+    parent = _get_node(load_tree(root), node_id)
+    if parent.child_refused:
+        return _refused(request, root, DelegationError(parent.child_refused, status=422))
+    form = ChildForm(request.POST, parent=parent)
+    if not form.is_valid():
+        return _page(request, root, status=422, add_id=node_id, add_form=form, selected=node_id)
+    try:
+        # the tree stays one owner's, also when a superuser edits someone else's
+        child = delegation_create(owner=parent.delegation.owner, name=form.cleaned_data["name"],
+                                  packet=form.packet(), parent=parent.delegation)
+    except DelegationError as error:
+        form.add_error(None, error.message)
+        return _page(request, root, status=error.status, add_id=node_id, add_form=form, selected=node_id)
+    return _done(request, root, f"Added {child.name} under {parent.delegation.name}.", selected=child.pk)
+
+
+def _renumber(rows: list[Delegation], user: Any) -> None:
+    """Positions 0, 1, 2… in the order given; only rows whose position changes are saved,
+    each as a new version."""
+    for position, row in enumerate(rows):
+        if row.position != position:
+            delegation_update(delegation=row, user=user, base_version=row.version, position=position)
+
+
+@require_POST
+def tree_node_move(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
+    root = _get_root_for_user(request, delegation_id)
+    tree = load_tree(root)
+    node = _get_node(tree, node_id)
+    step = {"up": -1, "down": 1}.get(request.POST.get("direction", ""))
+    try:
+        siblings = [child.delegation for child in _parent(tree, node).children]
+        index = siblings.index(node.delegation)
+        if step is None or not 0 <= index + step < len(siblings):
+            raise DelegationError(f"{node.delegation.name} cannot move {request.POST.get('direction') or 'there'}; "
+                                  "it is already at that end of its siblings.")
+        siblings[index], siblings[index + step] = siblings[index + step], siblings[index]
+        with transaction.atomic():
+            _renumber(siblings, request.user)
+    except DelegationError as error:
+        return _refused(request, root, error)
+    where = "up" if step < 0 else "down"
+    return _done(request, root, f"Moved {node.delegation.name} {where}.", selected=node_id)
+
+
+@require_POST
+def tree_node_remove(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
+    root = _get_root_for_user(request, delegation_id)
+    tree = load_tree(root)
+    node = _get_node(tree, node_id)
+    try:
+        parent = _parent(tree, node)
+        snapshot = {"parent_id": parent.delegation.pk, "index": parent.children.index(node),
+                    "subtree": subtree_snapshot(node)}
+        with transaction.atomic():
+            delegation_delete(delegation=node.delegation, user=request.user)
+            _renumber([child.delegation for child in parent.children if child is not node], request.user)
+    except DelegationError as error:
+        return _refused(request, root, error)
+    request.session[_undo_key(root)] = snapshot
+    return _done(request, root, f"Removed {node.delegation.name}.", selected=parent.delegation.pk)
+
+
+def _recreate(subtree: dict[str, Any], *, parent: Delegation, position: int | None = None) -> Delegation:
+    made = delegation_create(owner=parent.owner, name=subtree["name"], packet=subtree["packet"],
+                             template=subtree["template"], parent=parent, position=position)
+    for child in subtree["children"]:
+        _recreate(child, parent=made)
+    return made
+
+
+@require_POST
+def tree_undo(request: HttpRequest, delegation_id: int) -> HttpResponse:
+    """Put back the subtree removed last, where it was."""
+    root = _get_root_for_user(request, delegation_id)
+    snapshot = request.session.get(_undo_key(root))
+    if not snapshot:
+        return _refused(request, root, DelegationError("There is nothing to undo: no removal in this tree "
+                                                       "is waiting to be put back.", status=404))
+    tree = load_tree(root)
+    parent = tree.find(snapshot["parent_id"])
+    if parent is None:
+        return _refused(request, root, DelegationError(
+            f"{snapshot['subtree']['name']} cannot be put back: the delegation it sat under is gone.",
+            status=409))
+    siblings = [child.delegation for child in parent.children]
+    index = min(snapshot["index"], len(siblings))
+    try:
+        with transaction.atomic():
+            restored = _recreate(snapshot["subtree"], parent=parent.delegation, position=index)
+            siblings.insert(index, restored)
+            _renumber(siblings, request.user)
+    except DelegationError as error:
+        return _refused(request, root, error)
+    del request.session[_undo_key(root)]
+    return _done(request, root, f"Put back {restored.name}.", selected=restored.pk)
+
+
+@require_POST
+def tree_run(request: HttpRequest, delegation_id: int) -> HttpResponse:
+    """Start the root, with its children planned (one run; see :data:`HOW_IT_RUNS`)."""
+    root = _get_root_for_user(request, delegation_id)
+    form = AdapterForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(f"{name}: {' '.join(str(error) for error in errors)}" for name, errors in form.errors.items())
+        messages.error(request, f"Not started. Fix the run settings first ({problems}).")
+        return redirect(_tree_url(root))
+    try:
+        run = delegation_start_run(delegation=root, user=request.user, adapter=form.cleaned_data["adapter"],
+                                   config=form.cleaned_data["adapter_config"])
+    except (ProtocolError, DelegationError) as error:
+        messages.error(request, f"Not started: {error.message}")
+        return redirect(_tree_url(root))
+    messages.success(request, f"Started {root.name} with its tree. This page follows the run live.")
+    return redirect("delegations:run_detail", run_id=run.pk)

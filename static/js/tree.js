@@ -1,0 +1,182 @@
+// The tree editor's keyboard and memory: the WAI-ARIA tree pattern (one node in the tab
+// order, arrow keys move the selection), collapsed subtrees remembered per delegation,
+// and a warning before leaving with an edit form that has unsaved changes.
+// Every action is a link or form the server handles; this only drives them.
+(() => {
+  "use strict";
+
+  let selectedId = null;
+
+  const panel = () => document.getElementById("tree-panel");
+  const items = (root) => [...root.querySelectorAll('[role="treeitem"]')];
+  const group = (item) => item.querySelector(':scope > ul[role="group"]');
+  const card = (item) => item.querySelector(":scope > .node-card");
+  const parentItem = (item) => item.parentElement.closest('[role="treeitem"]');
+  const isVisible = (item) => !item.parentElement.closest('ul[role="group"][hidden]');
+  const visibleItems = (root) => items(root).filter(isVisible);
+  const action = (item, name) => card(item).querySelector(`:scope > .node-actions [data-action="${name}"]`);
+
+  function storageKey(root) {
+    return `handoff.tree.${root.dataset.root}.collapsed`;
+  }
+
+  function collapsedIds(root) {
+    try {
+      return new Set(JSON.parse(localStorage.getItem(storageKey(root)) || "[]"));
+    } catch {
+      return new Set();   // storage unavailable or garbled: show everything expanded
+    }
+  }
+
+  function remember(root) {
+    const collapsed = items(root).filter((item) => item.getAttribute("aria-expanded") === "false")
+      .map((item) => item.dataset.node);
+    try {
+      localStorage.setItem(storageKey(root), JSON.stringify(collapsed));
+    } catch {
+      // private browsing may refuse storage; collapsing still works for this visit
+    }
+  }
+
+  function setExpanded(item, expanded) {
+    if (!group(item)) return;
+    item.setAttribute("aria-expanded", String(expanded));
+    group(item).hidden = !expanded;
+  }
+
+  function select(item, { focus = true } = {}) {
+    const root = panel();
+    for (const other of items(root)) {
+      other.setAttribute("aria-selected", String(other === item));
+      other.tabIndex = other === item ? 0 : -1;
+    }
+    selectedId = item.dataset.node;
+    if (focus) item.focus();
+  }
+
+  function reveal(item) {
+    for (let up = parentItem(item); up; up = parentItem(up)) setExpanded(up, true);
+    remember(panel());
+  }
+
+  function openEdit(item, field = "name") {
+    const details = card(item).querySelector(".node-edit");
+    details.open = true;
+    details.querySelector(`[name="${field}"]`).focus();
+  }
+
+  function moveSelection(item, key) {
+    const visible = visibleItems(panel());
+    const index = visible.indexOf(item);
+    const expanded = item.getAttribute("aria-expanded");
+    if (key === "ArrowDown") return visible[index + 1];
+    if (key === "ArrowUp") return visible[index - 1];
+    if (key === "Home") return visible[0];
+    if (key === "End") return visible[visible.length - 1];
+    if (key === "ArrowRight") {
+      if (expanded === "false") { setExpanded(item, true); remember(panel()); return item; }
+      return expanded === "true" ? group(item).querySelector('[role="treeitem"]') : item;
+    }
+    if (key === "ArrowLeft") {
+      if (expanded === "true") { setExpanded(item, false); remember(panel()); return item; }
+      return parentItem(item) || item;
+    }
+    return null;
+  }
+
+  function onKeydown(event) {
+    const item = event.target;
+    if (item.getAttribute("role") !== "treeitem") return;   // keys typed in a node's forms are theirs
+    if (event.altKey && (event.key === "ArrowUp" || event.key === "ArrowDown")) {
+      const button = action(item, event.key === "ArrowUp" ? "move-up" : "move-down");
+      if (button && !button.disabled) button.click();
+      event.preventDefault();
+      return;
+    }
+    if (event.key === "Enter") { openEdit(item); event.preventDefault(); return; }
+    if (event.key === "Delete") {
+      const remove = action(item, "remove");
+      if (remove) remove.click();
+      event.preventDefault();
+      return;
+    }
+    const next = moveSelection(item, event.key);
+    if (next) { select(next); event.preventDefault(); }
+  }
+
+  function onClick(event) {
+    const toggle = event.target.closest("[data-toggle]");
+    const item = event.target.closest('[role="treeitem"]');
+    if (toggle && item) {
+      setExpanded(item, item.getAttribute("aria-expanded") === "false");
+      remember(panel());
+      select(item);
+      return;
+    }
+    const link = event.target.closest("[data-select-node]");
+    if (link) {
+      const target = document.getElementById(`node-${link.dataset.selectNode}`);
+      if (!target) return;
+      event.preventDefault();
+      reveal(target);
+      select(target);
+      target.scrollIntoView({ block: "center" });
+      if (link.dataset.editField) openEdit(target, link.dataset.editField);
+      return;
+    }
+    if (item && !event.target.closest("a, button, input, textarea, select, label, summary")) {
+      select(item);
+    }
+  }
+
+  // Draw the remembered collapsed state and the selection; on first load also honour a
+  // link's #fragment (a node, or a field of its edit form), after a swap focus what the
+  // server marked (a form just opened) or else the selected node.
+  function setUp({ firstLoad }) {
+    const root = panel();
+    if (!root) return;
+    const collapsed = collapsedIds(root);
+    for (const item of items(root)) {
+      if (!group(item)) continue;
+      card(item).querySelector("[data-toggle]").hidden = false;
+      setExpanded(item, !collapsed.has(item.dataset.node));
+    }
+    const fragment = firstLoad && location.hash ? document.getElementById(location.hash.slice(1)) : null;
+    const target = fragment && root.contains(fragment) ? fragment : null;
+    const wanted = root.dataset.selected || selectedId;
+    const chosen = (target && target.closest('[role="treeitem"]'))
+      || (wanted && document.getElementById(`node-${wanted}`)) || items(root)[0];
+    if (!chosen) return;
+    reveal(chosen);
+    select(chosen, { focus: false });
+    const autofocus = root.querySelector("[data-autofocus]");
+    if (target && target.matches("input, textarea")) {
+      const details = target.closest("details");
+      if (details) details.open = true;
+      target.focus();
+    } else if (autofocus) {
+      autofocus.focus();
+    } else if (!firstLoad || target) {
+      chosen.focus();
+    }
+  }
+
+  // unsaved changes in a node's edit or add form: ask before leaving the page
+  document.addEventListener("input", (event) => {
+    const form = event.target.closest && event.target.closest("form[data-guard]");
+    if (form) form.dataset.dirty = "true";
+  });
+  document.addEventListener("submit", (event) => { delete event.target.dataset.dirty; });
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const form = event.detail.elt.closest && event.detail.elt.closest("form[data-guard]");
+    if (form) delete form.dataset.dirty;
+  });
+  window.addEventListener("beforeunload", (event) => {
+    if (document.querySelector("form[data-guard][data-dirty]")) event.preventDefault();
+  });
+
+  document.addEventListener("keydown", onKeydown);
+  document.addEventListener("click", onClick);
+  document.addEventListener("htmx:afterSettle", () => setUp({ firstLoad: false }));
+  setUp({ firstLoad: true });
+})();

@@ -1,0 +1,128 @@
+"""The tree editor on a 100-node tree: server time for its page.
+
+Run: `.venv/bin/python tests/benchmarks/bench_tree.py [--nodes N] [--rounds N]`.
+It builds a throwaway SQLite database in a temporary folder (HANDOFF_DATA_DIR), stores a
+tree of N delegations (default 100: a root, 9 children, each with up to 10 grandchildren
+and a great-grandchild under some) through the composer's services, then GETs the tree
+page through Django's test client: the whole middleware stack, sessions, the ORM, linting
+every node against its parent and rendering, everything but the network. Prints median,
+p95 and the query count, then one JSON line. Target: the page is ready in under 300 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import gc
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+DATA_DIR = tempfile.mkdtemp(prefix="handoff-bench-tree-")
+atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
+os.environ["HANDOFF_DATA_DIR"] = DATA_DIR
+os.environ.pop("DATABASE_URL", None)  # always the throwaway SQLite file
+os.environ["ALLOWED_HOSTS"] = "testserver"
+os.environ["DJANGO_SETTINGS_MODULE"] = "handoff_site.settings"
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.models import Group  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from delegations.accounts.roles import COMPOSERS  # noqa: E402
+from delegations.composer.services import delegation_create  # noqa: E402
+from delegations.models import Delegation  # noqa: E402
+
+TARGET_MS = 300.0
+
+
+def node_packet(label: str, depth: int, calls: int) -> dict[str, Any]:
+    """A delegation that lints as a real one would: every contract part, its depth set."""
+    return {
+        "goal": f"Research part {label} of the caching comparison and answer with JSON",
+        "subagent_type": "researcher", "label": label, "depth": depth, "allow_nested": depth < 2,
+        "instruction_set": "Compare the options; return JSON with your answer.",
+        "input_data": {"options": ["a", "b", "c"]}, "allowed_inputs": ["options"],
+        "expected_output_schema": {"answer": "integer"}, "success_criteria": ["JSON is schema-valid"],
+        "timeout_s": 60, "feature_name": "caching", "capabilities": ["web_search"],
+        "budget": {"max_model_calls": calls, "max_tokens": calls * 5000, "max_cost_usd": calls / 100},
+    }
+
+
+def build_tree(owner: Any, nodes: int) -> Delegation:
+    root = delegation_create(owner=owner, name="bench root", packet=node_packet("root", 0, 1000))
+    made, frontier = 1, [(root, 0, 1000)]
+    while made < nodes:
+        parent, depth, calls = frontier.pop(0)
+        for index in range(10):
+            if made >= nodes:
+                break
+            share = calls // 12
+            child = delegation_create(owner=owner, name=f"{parent.name} / {index}", parent=parent,
+                                      packet=node_packet(f"part-{made}", depth + 1, share))
+            made += 1
+            if depth + 1 < 3:
+                frontier.append((child, depth + 1, share))
+    return root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user("bench", password="bench-password-123")
+    user.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    root = build_tree(user, args.nodes)
+    client = Client()
+    client.force_login(user)
+    url = f"/delegations/{root.pk}/tree/"
+
+    first = client.get(url)   # warm: templates compiled, skill lookups cached
+    assert first.status_code == 200, first.status_code
+    assert first.content.decode().count('role="treeitem"') == args.nodes
+    queries: list[str] = []
+
+    def count(execute: Any, sql: str, *rest: Any) -> Any:
+        queries.append(sql)   # a wrapper, not the debug log: each request closes the connection
+        return execute(sql, *rest)
+
+    with connection.execute_wrapper(count):
+        client.get(url)
+
+    timings = []
+    gc.collect()
+    for _ in range(args.rounds):
+        started = time.perf_counter()
+        response = client.get(url)
+        timings.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+    median = statistics.median(timings)
+    p95 = sorted(timings)[max(0, round(0.95 * len(timings)) - 1)]
+    verdict = "meets" if median < TARGET_MS else "MISSES"
+    print(f"tree page, {args.nodes} nodes: median {median:.1f} ms, p95 {p95:.1f} ms over {args.rounds} "
+          f"GETs, {len(queries)} queries, {len(first.content) // 1024} KB; {verdict} the {TARGET_MS:.0f} ms target")
+    print(json.dumps({"case": "tree_page", "nodes": args.nodes, "median_ms": round(median, 1),
+                      "p95_ms": round(p95, 1), "queries": len(queries), "target_ms": TARGET_MS}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""The tree editor: budgets that shrink down the tree, adding, editing, moving, removing
+and putting back nodes, running the tree, and who may see it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+from django.urls import reverse
+
+from delegations.accounts.roles import COMPOSERS
+from delegations.composer.services import delegation_create, delegation_update
+from delegations.composer.tree import child_refusal, left_after, load_tree, roll_up, unique_label
+from delegations.models import Delegation, Run
+from delegations.protocol.budgets import Budget
+from tests.delegations import scripts
+
+pytestmark = [pytest.mark.django_db]
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def add(owner: Any, name: str, parent: Delegation | None = None, **packet: Any) -> Delegation:
+    depth = 0 if parent is None else _depth_of(parent)
+    return delegation_create(owner=owner, name=name, parent=parent,
+                             packet=scripts.packet(label=name.replace(" ", "-"), depth=depth, **packet))
+
+
+def _depth_of(delegation: Delegation) -> int:
+    depth = 1
+    while delegation.parent_id is not None:
+        delegation, depth = Delegation.objects.get(pk=delegation.parent_id), depth + 1
+    return depth
+
+
+def tree_url(root: Delegation, action: str = "") -> str:
+    return reverse("delegations:delegation_tree", args=[root.pk]) + action
+
+
+def node_url(root: Delegation, node: Delegation, action: str) -> str:
+    return f"{tree_url(root)}{node.pk}/{action}/"
+
+
+@pytest.fixture
+def root(composer: Any) -> Delegation:
+    return add(composer, "study", feature_name="caching", context={"original_request": "Pick a cache"},
+               capabilities=["web_search", "file_read"],
+               budget={"max_model_calls": 20, "max_tokens": 100000, "max_cost_usd": 1.0})
+
+
+# -- the picture --------------------------------------------------------------------------------
+
+def test_a_new_child_is_capped_at_what_the_parent_has_left_after_its_other_children(
+        composer: Any, root: Delegation) -> None:
+    add(composer, "first", root, budget={"max_model_calls": 12, "max_tokens": 30000, "max_cost_usd": 0.3})
+    left = load_tree(root).left_for_a_new_child()
+    assert left == {"max_model_calls": 8, "max_tokens": 70000, "max_cost_usd": 0.7}
+
+
+def test_what_is_left_never_goes_below_zero_and_an_unlimited_axis_stays_unlimited() -> None:
+    left = left_after(Budget(max_model_calls=5), [Budget(max_model_calls=4), Budget(max_model_calls=3)])
+    assert left == {"max_model_calls": 0, "max_tokens": None, "max_cost_usd": None}
+
+
+def test_children_promised_more_than_the_parent_has_are_flagged(composer: Any, root: Delegation) -> None:
+    add(composer, "first", root, budget={"max_model_calls": 15})
+    add(composer, "second", root, budget={"max_model_calls": 10})
+    calls = load_tree(root).rollup[0]
+    assert (calls.axis, calls.promised, calls.available, calls.over, calls.excess) == (
+        "max_model_calls", 25, 20, True, 5)
+
+
+def test_children_within_the_parent_are_not_flagged() -> None:
+    [calls, *_] = roll_up(Budget(max_model_calls=20), [Budget(max_model_calls=15), Budget()])
+    assert (calls.promised, calls.over, calls.open_children) == (15, False, 1)
+
+
+def test_a_childs_bar_is_its_budget_narrowed_to_its_parents(composer: Any, root: Delegation) -> None:
+    add(composer, "greedy", root, budget={"max_model_calls": 50, "max_tokens": 25000})
+    calls, tokens, cost = load_tree(root).children[0].bars
+    assert (calls.value, calls.cap, calls.over, calls.percent) == (20, 20, True, 100)
+    assert (tokens.value, tokens.percent, tokens.over) == (25000, 25, False)
+    assert (cost.asked, cost.value, cost.percent) == (None, 1.0, 100)
+
+
+def test_no_child_may_be_added_beyond_the_roots_max_depth() -> None:
+    assert child_refusal(1, 2) == ""
+    refusal = child_refusal(2, 2)
+    assert "depth 3" in refusal and "max_depth (2)" in refusal
+
+
+def test_a_new_label_is_a_slug_made_unique_among_its_siblings() -> None:
+    assert unique_label("Find the docs", {"find-the-docs", "find-the-docs-2"}) == "find-the-docs-3"
+
+
+# -- the page -----------------------------------------------------------------------------------
+
+def test_the_page_draws_a_three_level_tree(composer_client: Any, composer: Any, root: Delegation) -> None:
+    child = add(composer, "child one", root, budget={"max_model_calls": 10}, allow_nested=True)
+    add(composer, "grandchild", child, budget={"max_model_calls": 4})
+    page = composer_client.get(tree_url(root))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'role="tree"' in html and html.count('role="treeitem"') == 3
+    assert 'aria-level="3"' in html and "grandchild" in html
+    assert "4 of 10" in html and "10 of 20" in html   # the bars shrink down the chain
+    assert "Starting the root starts one run." in html
+
+
+def test_a_tree_without_children_says_how_to_start(composer_client: Any, root: Delegation) -> None:
+    page = composer_client.get(tree_url(root))
+    assert "No subagents yet: add one to plan what this delegation hands off" in page.content.decode()
+
+
+def test_adding_a_child_prefills_from_the_parent_and_caps_its_budget(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    add(composer, "first", root, budget={"max_model_calls": 12})
+    form = composer_client.get(tree_url(root, f"?add={root.pk}")).content.decode()
+    assert 'max="8"' in form
+    response = composer_client.post(node_url(root, root, "children"), {
+        "name": "Find the docs", "goal": "Find the caching docs and summarize them", "subagent_type": "researcher",
+        "max_model_calls": "8", "max_tokens": "5000", "max_cost_usd": "", "capabilities": ["web_search"]})
+    assert response.status_code == 302
+    child = Delegation.objects.get(name="Find the docs")
+    assert child.parent == root and child.position == 1
+    assert child.packet["label"] == "find-the-docs" and child.packet["depth"] == 1
+    assert child.packet["feature_name"] == "caching"
+    assert child.packet["context"]["original_request"] == "Pick a cache"
+    assert child.packet["budget"] == {"max_model_calls": 8, "max_tokens": 5000}   # cost: whatever is left
+    assert child.packet["capabilities"] == ["web_search"]
+
+
+def test_a_child_asking_for_more_than_is_left_is_refused(composer_client: Any, composer: Any,
+                                                         root: Delegation) -> None:
+    add(composer, "first", root, budget={"max_model_calls": 12})
+    response = composer_client.post(node_url(root, root, "children"), {
+        "name": "greedy", "goal": "Use everything", "max_model_calls": "9", "capabilities": ["shell"]})
+    html = response.content.decode()
+    assert response.status_code == 422 and not Delegation.objects.filter(name="greedy").exists()
+    assert "study has 8 left after its other children" in html
+    assert "shell is not one of the available choices" in html
+
+
+def test_a_node_at_the_depth_limit_offers_no_add_button_and_refuses_a_child(
+        composer_client: Any, composer: Any) -> None:
+    root = add(composer, "shallow", max_depth=1)
+    child = add(composer, "leaf", root, max_depth=1)
+    html = composer_client.get(tree_url(root)).content.decode()
+    assert html.count(">Add a child</a>") == 1   # only the root's
+    assert "beyond the root&#x27;s max_depth (1)" in html
+    response = composer_client.post(node_url(root, child, "children"), {"name": "deeper", "goal": "More"})
+    assert response.status_code == 422 and not Delegation.objects.filter(name="deeper").exists()
+
+
+def test_renaming_a_node_saves_a_new_version(composer_client: Any, composer: Any, root: Delegation) -> None:
+    child = add(composer, "first", root)
+    response = composer_client.post(node_url(root, child, "edit"), {
+        "name": "renamed", "goal": "A sharper goal for the first child", "base_version": "1"}, **HTMX)
+    child.refresh_from_db()
+    assert response.status_code == 200 and "<html" not in response.content.decode()
+    assert (child.name, child.version, child.packet["goal"]) == ("renamed", 2, "A sharper goal for the first child")
+    assert list(child.versions.values_list("number", flat=True)) == [1, 2]
+
+
+def test_a_stale_rename_is_refused_and_says_who_saved_in_between(
+        composer_client: Any, composer: Any, admin_user: Any, root: Delegation) -> None:
+    child = add(composer, "first", root)
+    delegation_update(delegation=child, user=admin_user, base_version=1, name="theirs")
+    response = composer_client.post(node_url(root, child, "edit"), {
+        "name": "mine", "goal": child.packet["goal"], "base_version": "1"}, **HTMX)
+    html = response.content.decode()
+    child.refresh_from_db()
+    assert response.status_code == 409 and child.name == "theirs"
+    assert "root saved version 2" in html and 'value="mine"' in html and 'value="2"' in html
+
+
+@pytest.mark.parametrize(("moved", "direction", "order"), [
+    ("c", "up", ["a", "c", "b"]), ("a", "down", ["b", "a", "c"])])
+def test_moving_a_node_reorders_its_siblings_and_keeps_versions(
+        composer_client: Any, composer: Any, root: Delegation, moved: str, direction: str,
+        order: list[str]) -> None:
+    for name in "abc":
+        add(composer, name, root)
+    node = Delegation.objects.get(name=moved)
+    response = composer_client.post(node_url(root, node, "move"), {"direction": direction})
+    assert response.status_code == 302
+    children = list(root.children.order_by("position"))
+    assert [child.name for child in children] == order
+    assert [child.position for child in children] == [0, 1, 2]
+    node.refresh_from_db()
+    assert node.version == 2 and node.versions.count() == 2
+
+
+def test_the_first_sibling_cannot_move_up(composer_client: Any, composer: Any, root: Delegation) -> None:
+    first = add(composer, "a", root)
+    add(composer, "b", root)
+    response = composer_client.post(node_url(root, first, "move"), {"direction": "up"})
+    assert response.status_code == 400 and "already at that end" in response.content.decode()
+    first.refresh_from_db()
+    assert (first.position, first.version) == (0, 1)
+
+
+def test_removing_asks_first_then_undo_puts_the_subtree_back(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    add(composer, "a", root)
+    child = add(composer, "b", root, allow_nested=True)
+    add(composer, "grandchild", child, budget={"max_model_calls": 2})
+    add(composer, "c", root)
+    confirm = composer_client.get(tree_url(root, f"?remove={child.pk}")).content.decode()
+    assert "Remove b and the 1 subagent under it?" in confirm
+    assert composer_client.post(node_url(root, child, "remove")).status_code == 302
+    assert not Delegation.objects.filter(name__in=["b", "grandchild"]).exists()
+    assert [kid.position for kid in root.children.order_by("position")] == [0, 1]
+    assert "Removed b." in composer_client.get(tree_url(root)).content.decode()
+    assert composer_client.post(tree_url(root, "undo/")).status_code == 302
+    restored = Delegation.objects.get(name="b")
+    assert [kid.name for kid in root.children.order_by("position")] == ["a", "b", "c"]
+    assert restored.packet["allow_nested"] is True
+    assert restored.children.get().packet["budget"] == {"max_model_calls": 2}
+    assert "Removed b." not in composer_client.get(tree_url(root)).content.decode()
+
+
+def test_the_top_of_the_tree_cannot_be_removed_from_it(composer_client: Any, root: Delegation) -> None:
+    response = composer_client.post(node_url(root, root, "remove"))
+    assert response.status_code == 400 and Delegation.objects.filter(pk=root.pk).exists()
+
+
+def test_the_problems_list_links_each_finding_to_where_it_is_fixed(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    greedy = add(composer, "greedy", root, budget={"max_model_calls": 50})
+    html = composer_client.get(tree_url(root)).content.decode()
+    assert "max_model_calls asks for 50 model calls but the parent allows at most 20" in html
+    assert f'href="/delegations/{greedy.pk}/#id_budget__max_model_calls"' in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_running_the_tree_starts_one_run_and_lands_on_its_page(
+        client: Any, django_user_model: Any, immediate_tasks: None) -> None:
+    owner = django_user_model.objects.create_user(username="erin")
+    owner.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    client.force_login(owner)
+    root = add(owner, "coordinator", budget={"max_model_calls": 20, "max_tokens": 100000})
+    add(owner, "kid", root, budget={"max_model_calls": 5})
+    response = client.post(tree_url(root, "run/"), {
+        "adapter": "scripted", "adapter_config": json.dumps(scripts.with_child(label="kid"))})
+    run = Run.objects.get(delegation=root, parent__isnull=True)
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert run.children.get().packet["label"] == "kid"
+
+
+def test_another_users_tree_is_not_found(client: Any, django_user_model: Any, root: Delegation) -> None:
+    other = django_user_model.objects.create_user(username="dave")
+    other.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    client.force_login(other)
+    assert client.get(tree_url(root)).status_code == 404
+    assert client.post(node_url(root, root, "edit"), {"name": "mine", "base_version": "1"}).status_code == 404
+    root.refresh_from_db()
+    assert root.name == "study"
+
+
+def test_a_node_outside_the_tree_is_not_found(composer_client: Any, composer: Any, root: Delegation) -> None:
+    elsewhere = add(composer, "elsewhere")
+    response = composer_client.post(node_url(root, elsewhere, "edit"), {"name": "moved", "base_version": "1"})
+    assert response.status_code == 404
+
+
+def test_someone_without_the_composer_role_is_refused(outsider_client: Any, root: Delegation) -> None:
+    assert outsider_client.get(tree_url(root)).status_code == 403
