@@ -296,7 +296,7 @@ def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] 
     if report is None:
         report = _unbound_report(form, packet or {}, delegation)
     context = {
-        "form": form, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,
+        "form": form, "skill": form.skill, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,
         "stale": stale, "import_form": import_form or ImportForm(), "import_problems": import_problems or [],
         "action_url": _edit_url(delegation) if delegation else reverse("delegations:delegation_new"),
         "lint_url": reverse("delegations:delegation_lint") + (f"?delegation={delegation.pk}" if delegation else ""),

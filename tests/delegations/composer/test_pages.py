@@ -393,3 +393,12 @@ def test_a_child_is_checked_against_its_parent(composer_client, composer):
     assert f'hx-post="{LINT}?delegation={child.pk}"' in page(opened)
     live = composer_client.post(f"{LINT}?delegation={child.pk}", form_data(opened, budget__max_tokens="500"))
     assert "BUDGET_EXCEEDS_PARENT" not in page(live)
+
+
+def test_the_composer_names_the_skill_it_starts_from_and_links_to_that_version(composer_client):
+    from django.core.management import call_command
+
+    call_command("load_builtin_skills", verbosity=0)
+    html = composer_client.get("/delegations/new/?skill=price-research").content.decode()
+    assert ('With the skill <a href="/skills/price-research/1.2.0/" class="mono">'
+            'price-research@1.2.0</a>.') in html
