@@ -45,7 +45,9 @@ def main() -> None:
 
     for script, title in (("bench_catalog.py", "skill catalog search over 10,000 skills"),
                           ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery"),
-                          ("bench_local.py", "the local model: load, tokens/s, the runner's share of wall time")):
+                          ("bench_local.py", "the local model: load, tokens/s, the runner's share of wall time"),
+                          ("bench_composer.py", "the composer's live lint: server time, keystroke to findings"),
+                          ("bench_tree.py", "the tree editor: a 100-node tree's page")):
         if (HERE / script).exists():
             section(title)
             run([python, str(HERE / script)])
