@@ -14,42 +14,30 @@ Target: every catalog search answers in under 50 ms.
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import json
 import os
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-DATA_DIR = tempfile.mkdtemp(prefix="handoff-bench-catalog-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-os.environ["HANDOFF_DATA_DIR"] = DATA_DIR
-os.environ.pop("DATABASE_URL", None)  # always the throwaway SQLite file
-os.environ["ALLOWED_HOSTS"] = "testserver"
-os.environ["DJANGO_SETTINGS_MODULE"] = "handoff_site.settings"
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+from tests.benchmarks.throwaway_site import DATA_DIR  # first: it sets up Django
 
-import django  # noqa: E402
+# isort: split
 
-django.setup()
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
-
-from delegations.protocol.manifest import SUBAGENT_TYPES, SkillBundle, validate_manifest  # noqa: E402
-from skills.models import Skill, SkillCapability, SkillTag  # noqa: E402
+from delegations.protocol.manifest import SUBAGENT_TYPES, SkillBundle, validate_manifest
+from skills.models import Skill, SkillCapability, SkillTag
 
 TARGET_MS = 50.0
 WORDS = ["price", "market", "data", "research", "report", "summary", "ledger", "audit", "invoice", "code", "review", "refactor", "test", "plan", "critic", "verify", "deploy", "pipeline", "stream", "cache", "search", "index", "parse", "schema", "security", "scan", "vulnerability", "dependency", "upgrade", "migrate", "translate", "classify", "extract", "document", "email", "calendar", "ticket", "incident", "metric", "forecast", "budget", "payment", "contract", "compliance", "privacy", "image", "audio", "video", "sentiment", "graph", "crawl", "fetch", "sync", "backup"]

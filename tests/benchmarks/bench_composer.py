@@ -19,43 +19,30 @@ the agloop executor packet (tests/protocol/protocol_examples.py) as a delegation
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-DATA_DIR = tempfile.mkdtemp(prefix="handoff-bench-composer-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-os.environ["HANDOFF_DATA_DIR"] = DATA_DIR
-os.environ.pop("DATABASE_URL", None)  # always the throwaway SQLite file
-os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1"
-os.environ["DJANGO_SETTINGS_MODULE"] = "handoff_site.settings"
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+from tests.benchmarks.throwaway_site import ROOT  # first: it sets up Django
 
-import django  # noqa: E402
+# isort: split
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.test import Client
 
-django.setup()
-
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.contrib.auth.models import Group  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.test import Client  # noqa: E402
-
-from delegations.accounts.roles import COMPOSERS  # noqa: E402
-from delegations.composer.forms import ComposerForm, initial_from_packet  # noqa: E402
-from delegations.composer.services import delegation_create  # noqa: E402
-from tests.protocol.protocol_examples import AGLOOP_EXECUTOR  # noqa: E402
+from delegations.accounts.roles import COMPOSERS
+from delegations.composer.forms import ComposerForm, initial_from_packet
+from delegations.composer.services import delegation_create
+from tests.protocol.protocol_examples import AGLOOP_EXECUTOR
 
 SERVER_TARGET_MS = 20.0
 BROWSER_TARGET_MS = 150.0

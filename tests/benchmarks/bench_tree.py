@@ -12,42 +12,29 @@ p95 and the query count, then one JSON line. Target: the page is ready in under 
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import json
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-DATA_DIR = tempfile.mkdtemp(prefix="handoff-bench-tree-")
-atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
-os.environ["HANDOFF_DATA_DIR"] = DATA_DIR
-os.environ.pop("DATABASE_URL", None)  # always the throwaway SQLite file
-os.environ["ALLOWED_HOSTS"] = "testserver"
-os.environ["DJANGO_SETTINGS_MODULE"] = "handoff_site.settings"
-os.environ.setdefault("LOG_LEVEL", "WARNING")
+import tests.benchmarks.throwaway_site  # noqa: F401  (first: it sets up Django)
 
-import django  # noqa: E402
+# isort: split
 
-django.setup()
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
 
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.contrib.auth.models import Group  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-
-from delegations.accounts.roles import COMPOSERS  # noqa: E402
-from delegations.composer.services import delegation_create  # noqa: E402
-from delegations.models import Delegation  # noqa: E402
+from delegations.accounts.roles import COMPOSERS
+from delegations.composer.services import delegation_create
+from delegations.models import Delegation
 
 TARGET_MS = 300.0
 
