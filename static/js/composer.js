@@ -1,6 +1,8 @@
 // The composer's small helpers: show the selected role's sections, add structured
 // criterion rows, show each row's parameters for its kind, focus the field a finding
-// names, keep the JSON view open across refreshes, copy the packet. Without this file
+// names, keep the JSON view open across refreshes, copy the packet, keep a draft of what
+// is typed in this browser until it is saved (offered back after a closed tab or a
+// crash), warn before leaving with unsaved changes. Without this file
 // every section is reachable and "Check" re-renders the page.
 (function () {
   "use strict";
@@ -88,4 +90,61 @@
     });
   }
   wireCopy();
+
+  // -- drafts and the unsaved-changes guard --------------------------------------------
+  // One draft per page (a delegation's version, or a new one from the same start): the
+  // form's fields as name/value pairs, written a moment after the last keystroke.
+  const draftKey = "handoff:draft:" + location.pathname + location.search + ":" +
+    ((form.querySelector("[name=base_version]") || {}).value || "new");
+  let dirty = false;
+  let pending = null;
+  function fields() {
+    return Array.from(new FormData(form).entries())
+      .filter(function (pair) { return typeof pair[1] === "string" && pair[0] !== "csrfmiddlewaretoken"; });
+  }
+  function writeDraft() {
+    try {
+      localStorage.setItem(draftKey, JSON.stringify({ at: Date.now(), fields: fields() }));
+    } catch (error) { /* storage full or disabled: the guard below still warns */ }
+  }
+  form.addEventListener("input", function () {
+    dirty = true;
+    clearTimeout(pending);
+    pending = setTimeout(writeDraft, 500);
+  });
+  form.addEventListener("submit", function () {
+    dirty = false;
+    localStorage.removeItem(draftKey);
+  });
+  window.addEventListener("beforeunload", function (event) {
+    if (dirty) { event.preventDefault(); event.returnValue = ""; }
+  });
+  const saved = (function () {
+    try { return JSON.parse(localStorage.getItem(draftKey) || "null"); } catch (error) { return null; }
+  })();
+  const offer = document.getElementById("draft-offer");
+  if (saved && offer && Array.isArray(saved.fields)) {
+    offer.querySelector("[data-draft-time]").textContent = new Date(saved.at).toLocaleString();
+    offer.hidden = false;
+    offer.querySelector("[data-draft-restore]").addEventListener("click", function () {
+      const byName = {};
+      saved.fields.forEach(function (pair) { (byName[pair[0]] = byName[pair[0]] || []).push(pair[1]); });
+      Array.from(form.elements).forEach(function (element) {
+        const values = byName[element.name];
+        if (!values || element.type === "hidden" || element.type === "file") return;
+        if (element.type === "checkbox" || element.type === "radio") element.checked = values.includes(element.value);
+        else if (element.tagName === "SELECT" && element.multiple) {
+          Array.from(element.options).forEach(function (option) { option.selected = values.includes(option.value); });
+        } else element.value = values[0];
+      });
+      showRoleSections();
+      offer.hidden = true;
+      dirty = true;
+      form.dispatchEvent(new Event("change", { bubbles: true }));   // the check runs on it
+    });
+    offer.querySelector("[data-draft-discard]").addEventListener("click", function () {
+      localStorage.removeItem(draftKey);
+      offer.hidden = true;
+    });
+  }
 })();

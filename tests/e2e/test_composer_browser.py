@@ -93,3 +93,26 @@ def test_a_tree_is_built_reordered_from_the_keyboard_and_run(live_url: str, page
     tree = page.locator("#run-tree").inner_text()
     assert "reader" in tree and "planned" in tree
     assert "planned, not started" in tree   # the checker was planned but never delegated to
+
+
+def test_an_unsaved_draft_is_guarded_and_offered_back_after_the_page_is_left(
+        live_url: str, page: Any, composer: Any) -> None:
+    login(page, live_url, composer.username)
+    page.goto(f"{live_url}/delegations/new/?role=planner")
+    page.locator("#id_goal").press_sequentially("Plan the migration of the billing tables", delay=10)
+    page.wait_for_timeout(800)   # the draft is written a moment after the last keystroke
+    asked: list[str] = []
+
+    def leave(dialog: Any) -> None:
+        asked.append(dialog.type)
+        dialog.accept()
+
+    page.on("dialog", leave)
+    page.reload()
+    assert asked == ["beforeunload"]
+    offer = page.locator("#draft-offer")
+    offer.wait_for()
+    assert page.locator("#id_goal").input_value() == ""
+    offer.locator("[data-draft-restore]").click()
+    assert page.locator("#id_goal").input_value() == "Plan the migration of the billing tables"
+    assert offer.is_hidden()
