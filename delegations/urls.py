@@ -20,10 +20,12 @@ urlpatterns = [
     path("delegations/new/", composer.delegation_new, name="delegation_new"),
     path("delegations/lint/", composer.delegation_lint, name="delegation_lint"),
     path("delegations/<int:delegation_id>/", composer.delegation_edit, name="delegation_edit"),
+    path("delegations/<int:delegation_id>/dry-run/", composer.delegation_dry_run, name="delegation_dry_run"),
     # a delegation's tree of child delegations, and what can be done to its nodes
     path("delegations/<int:delegation_id>/tree/", tree.delegation_tree, name="delegation_tree"),
     path("delegations/<int:delegation_id>/tree/run/", tree.tree_run, name="tree_run"),
     path("delegations/<int:delegation_id>/tree/undo/", tree.tree_undo, name="tree_undo"),
+    path("delegations/<int:delegation_id>/tree/redo/", tree.tree_redo, name="tree_redo"),
     path("delegations/<int:delegation_id>/tree/<int:node_id>/edit/", tree.tree_node_edit, name="tree_node_edit"),
     path("delegations/<int:delegation_id>/tree/<int:node_id>/children/", tree.tree_child_add,
          name="tree_child_add"),

@@ -128,8 +128,10 @@ def _next_position(owner: Any, parent: Delegation | None) -> int:
 # -- saving --------------------------------------------------------------------------------------
 
 def delegation_create(*, owner: Any, name: str, packet: dict[str, Any], parent: Delegation | None = None,
-                      template: bool = False, position: int | None = None) -> Delegation:
-    """A new delegation at version 1 (kept), after its last sibling unless ``position`` says."""
+                      template: bool = False, position: int | None = None,
+                      copied_from: Delegation | None = None) -> Delegation:
+    """A new delegation at version 1 (kept), after its last sibling unless ``position`` says;
+    ``copied_from`` is the template it was started from."""
     _require_composer(owner)
     name, packet = _clean_name(name), _checked_packet(packet)
     if parent is not None:
@@ -137,6 +139,7 @@ def delegation_create(*, owner: Any, name: str, packet: dict[str, Any], parent: 
     with transaction.atomic():
         delegation = Delegation.objects.create(
             name=name, packet=packet, parent=parent, template=template, owner=owner, updated_by=owner,
+            copied_from=copied_from,
             position=_next_position(owner, parent) if position is None else _checked_position(position))
         delegation.keep_version(saved_by=owner)
     return delegation

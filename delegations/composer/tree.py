@@ -299,7 +299,8 @@ def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
 
 
 def subtree_snapshot(node: TreeNode) -> dict[str, Any]:
-    """What re-creating ``node`` and everything below it needs (JSON, for the session)."""
+    """What re-creating ``node`` and everything below it needs (JSON, for the session), with
+    each row's id and version so what referred to a row can follow it to its re-creation."""
     row = node.delegation
-    return {"name": row.name, "packet": row.packet, "template": row.template,
-            "children": [subtree_snapshot(child) for child in node.children]}
+    return {"id": row.pk, "version": row.version, "name": row.name, "packet": row.packet,
+            "template": row.template, "children": [subtree_snapshot(child) for child in node.children]}

@@ -1,13 +1,16 @@
 """The tree editor's pages: a delegation and its child delegations drawn as a tree, with
-a child added, renamed, moved, removed (and put back), and the whole tree run.
+a child added, renamed, moved or removed, each change undone and redone, and the whole
+tree run.
 
 The picture is :mod:`.tree`'s; every change goes through :mod:`.services`, so each one
-is a kept version and a stale one is refused. Each action is a plain POST that
-redirects to the tree; under htmx it answers with the tree panel instead.
+is a kept version and a stale one is refused, undoing and redoing included. Each action
+is a plain POST that redirects to the tree; under htmx it answers with the tree panel instead.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import MutableMapping
 from typing import Any
 
 from django import forms
@@ -43,10 +46,6 @@ COMPOSE_REFUSED = ("Editing a delegation's tree needs the composer role. Ask an 
 HOW_IT_RUNS = ("Starting the root starts one run. Each child is offered to its parent's model by its "
                "label; when the parent delegates to it, the child runs with the contract composed "
                "here, narrowed to what the parent has left.")
-
-
-def _undo_key(root: Delegation) -> str:
-    return f"tree-undo-{root.pk}"
 
 
 # -- lookups scoped to the person asking ------------------------------------------------------
@@ -160,11 +159,14 @@ def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected
     tree = load_tree(root)
     problems = _problem_links(tree, root)
     error_count = sum(link["problem"].severity == Severity.ERROR for link in problems)
-    undo = request.session.get(_undo_key(root))
+    history = TreeHistory(request.session, root)
+    last = history.undo[-1] if history.undo else None
     context = {
         "root": root, "tree": tree, "problems": problems, "tree_url": _tree_url(root),
         "error_count": error_count, "warning_count": len(problems) - error_count,
-        "undo_name": undo["subtree"]["name"] if undo else "", "selected": selected or "",
+        "undo_what": last["what"] if last else "", "redo_what": history.redo[-1]["what"] if history.redo else "",
+        "removed_name": last["subtree"]["name"] if last and last["kind"] == "remove" else "",
+        "selected": selected or "",
         "adapter_form": AdapterForm(), "how_it_runs": HOW_IT_RUNS,
         "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
         "remove_id": None, **state,
@@ -183,6 +185,172 @@ def _done(request: HttpRequest, root: Delegation, message: str, *, selected: int
 def _refused(request: HttpRequest, root: Delegation, error: DelegationError) -> HttpResponse:
     messages.error(request, error.message)
     return _page(request, root, status=error.status)
+
+
+# -- the history: every change the page makes, to undo and redo ------------------------------
+
+HISTORY_LIMIT = 50
+OPPOSITE = {"up": "down", "down": "up"}
+
+Ref = tuple[int, int]   # a delegation's id and the version a history entry expects it at
+
+
+class TreeHistory:
+    """The page's undo and redo stacks for one tree, kept in the session (the last
+    :data:`HISTORY_LIMIT` changes). An entry is a JSON dict: its ``kind`` (edit, add, move,
+    remove), ``what`` it did in words, and the ``node`` it changed as ``[id, version]``;
+    an edit keeps the ``before`` and ``after`` name and goal, a move its ``direction``,
+    and a node out of the tree the ``parent`` id, ``index`` and ``subtree`` to re-create it.
+
+    Each step is checked against the version its entry expects, so a node saved elsewhere
+    meanwhile is not overwritten; the page's own saves carry every entry along (:meth:`moved_on`)."""
+
+    def __init__(self, session: MutableMapping[str, Any], root: Delegation) -> None:
+        self.session, self.key = session, f"tree-history-{root.pk}"
+        # a copy: a step that fails half-way must leave what the session holds untouched
+        kept = copy.deepcopy(session.get(self.key)) or {"undo": [], "redo": []}
+        self.undo: list[dict[str, Any]] = kept["undo"]
+        self.redo: list[dict[str, Any]] = kept["redo"]
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """A new change: on top of the undo stack, and what was undone can no longer be redone."""
+        self.undo = [*self.undo, entry][-HISTORY_LIMIT:]
+        self.redo = []
+
+    def moved_on(self, old: Ref, new: Ref) -> None:
+        """A delegation went from ``old`` to ``new``: saved by this page (same id, next
+        version) or re-created (new id). Entries that expected ``old`` now expect ``new``;
+        one that expected another version stays behind, and is refused when its turn comes."""
+        for entry in (*self.undo, *self.redo):
+            if tuple(entry["node"]) == old:
+                entry["node"] = list(new)
+            if entry.get("parent") == old[0]:
+                entry["parent"] = new[0]
+
+    def keep(self) -> None:
+        self.session[self.key] = {"undo": self.undo, "redo": self.redo}
+
+
+def _current(tree: TreeNode, ref: list[int]) -> TreeNode:
+    """The node ``ref`` names, refused when it is gone or was saved elsewhere since."""
+    node = tree.find(ref[0])
+    if node is None:
+        raise DelegationError("the delegation it changed is no longer in this tree.", status=409)
+    if node.delegation.version != ref[1]:
+        raise DelegationError(f"{node.delegation.name} was saved elsewhere since (it is now at version "
+                              f"{node.delegation.version}), and this would overwrite that.", status=409)
+    return node
+
+
+def _renumber(rows: list[Delegation], user: Any, history: TreeHistory) -> None:
+    """Positions 0, 1, 2… in the order given; only rows whose position changes are saved,
+    each as a new version."""
+    for position, row in enumerate(rows):
+        if row.position != position:
+            before = (row.pk, row.version)
+            delegation_update(delegation=row, user=user, base_version=row.version, position=position)
+            history.moved_on(before, (row.pk, row.version))
+
+
+def _save_fields(node: TreeNode, fields: dict[str, str], user: Any, history: TreeHistory, *,
+                 base_version: int) -> Delegation:
+    """Save a node's name and goal on top of ``base_version``."""
+    before = (node.delegation.pk, node.delegation.version)
+    packet = None if fields["goal"] == node.goal else {**node.delegation.packet_dict(), "goal": fields["goal"]}
+    saved = delegation_update(delegation=node.delegation, user=user, name=fields["name"],
+                              base_version=base_version, packet=packet)
+    history.moved_on(before, (saved.pk, saved.version))
+    return saved
+
+
+def _move(tree: TreeNode, ref: list[int], direction: str, user: Any, history: TreeHistory) -> TreeNode:
+    """Swap a node with its sibling above (``up``) or below (``down``)."""
+    node = _current(tree, ref)
+    step = {"up": -1, "down": 1}.get(direction)
+    siblings = [child.delegation for child in _parent(tree, node).children]
+    index = siblings.index(node.delegation)
+    if step is None or not 0 <= index + step < len(siblings):
+        raise DelegationError(f"{node.delegation.name} cannot move {direction or 'there'}; "
+                              "it is already at that end of its siblings.")
+    siblings[index], siblings[index + step] = siblings[index + step], siblings[index]
+    _renumber(siblings, user, history)
+    return node
+
+
+def _take_out(tree: TreeNode, ref: list[int], user: Any, history: TreeHistory) -> dict[str, Any]:
+    """Delete a node and its subtree; what putting it back needs."""
+    node = _current(tree, ref)
+    parent = _parent(tree, node)
+    taken = {"parent": parent.delegation.pk, "index": parent.children.index(node),
+             "subtree": subtree_snapshot(node)}
+    delegation_delete(delegation=node.delegation, user=user)
+    _renumber([child.delegation for child in parent.children if child is not node], user, history)
+    return taken
+
+
+def _recreate(subtree: dict[str, Any], *, parent: Delegation, history: TreeHistory,
+              position: int | None = None) -> Delegation:
+    made = delegation_create(owner=parent.owner, name=subtree["name"], packet=subtree["packet"],
+                             template=subtree["template"], parent=parent, position=position)
+    history.moved_on((subtree["id"], subtree["version"]), (made.pk, made.version))
+    for child in subtree["children"]:
+        _recreate(child, parent=made, history=history)
+    return made
+
+
+def _put_back(tree: TreeNode, entry: dict[str, Any], user: Any, history: TreeHistory) -> Delegation:
+    """Re-create what :func:`_take_out` deleted, where it was."""
+    parent = tree.find(entry["parent"])
+    if parent is None:
+        raise DelegationError(f"the delegation {entry['subtree']['name']} sat under is no longer in this tree.",
+                              status=409)
+    siblings = [child.delegation for child in parent.children]
+    index = min(entry["index"], len(siblings))
+    restored = _recreate(entry.pop("subtree"), parent=parent.delegation, history=history, position=index)
+    siblings.insert(index, restored)
+    _renumber(siblings, user, history)
+    return restored
+
+
+def _apply(entry: dict[str, Any], *, forward: bool, tree: TreeNode, user: Any, history: TreeHistory) -> int:
+    """Re-apply ``entry`` (``forward``) or reverse it; the id of the node to select after."""
+    kind = entry["kind"]
+    if kind == "edit":
+        node = _current(tree, entry["node"])
+        return _save_fields(node, entry["after" if forward else "before"], user, history,
+                            base_version=entry["node"][1]).pk
+    if kind == "move":
+        direction = entry["direction"] if forward else OPPOSITE[entry["direction"]]
+        return _move(tree, entry["node"], direction, user, history).delegation.pk
+    if forward == (kind == "remove"):   # redoing a removal, or undoing an addition
+        entry.update(_take_out(tree, entry["node"], user, history))
+        return int(entry["parent"])
+    return _put_back(tree, entry, user, history).pk
+
+
+def _step(request: HttpRequest, delegation_id: int, *, forward: bool) -> HttpResponse:
+    """Undo the newest change (or redo the newest undone one), moving it to the other stack;
+    one that can no longer be applied is said so and dropped."""
+    root = _get_root_for_user(request, delegation_id)
+    history = TreeHistory(request.session, root)
+    stack, other = (history.redo, history.undo) if forward else (history.undo, history.redo)
+    verb = "redo" if forward else "undo"
+    if not stack:
+        return _refused(request, root, DelegationError(f"There is nothing to {verb} in this tree.", status=404))
+    entry = stack[-1]
+    try:
+        with transaction.atomic():
+            selected = _apply(entry, forward=forward, tree=load_tree(root), user=request.user, history=history)
+    except DelegationError as error:
+        history = TreeHistory(request.session, root)   # forget what the failed step carried along
+        (history.redo if forward else history.undo).pop()
+        history.keep()
+        return _refused(request, root, DelegationError(
+            f"Could not {verb} {entry['what']}: {error.message} That step is dropped from the history.",
+            status=error.status))
+    other.append(stack.pop())
+    history.keep()
+    return _done(request, root, f"{'Redid' if forward else 'Undid'} {entry['what']}.", selected=selected)
 
 
 # -- the pages --------------------------------------------------------------------------------
@@ -206,11 +374,12 @@ def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
     form = NodeEditForm(request.POST)
     if not form.is_valid():
         return _page(request, root, status=422, edit_id=node_id, edit_form=form, selected=node_id)
+    history = TreeHistory(request.session, root)
+    before = {"name": node.delegation.name, "goal": node.goal}
     goal = form.cleaned_data["goal"].strip()
-    changed = None if goal == node.goal else {**node.delegation.packet_dict(), "goal": goal}
     try:
-        saved = delegation_update(delegation=node.delegation, user=request.user, name=form.cleaned_data["name"],
-                                  base_version=form.cleaned_data["base_version"], packet=changed)
+        saved = _save_fields(node, {"name": form.cleaned_data["name"], "goal": goal}, request.user, history,
+                             base_version=form.cleaned_data["base_version"])
     except StaleSave as stale:
         # what was typed stays, now based on the current version: saving again puts it on top
         data = request.POST.copy()
@@ -221,6 +390,13 @@ def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
         field = error.details.get("field")
         form.add_error(field if field in form.fields else None, error.message)
         return _page(request, root, status=error.status, edit_id=node_id, edit_form=form, selected=node_id)
+    after = {"name": saved.name, "goal": goal}
+    if after != before:   # saving what was already there needs no undo
+        what = (f"renaming {before['name']} to {saved.name}" if before["goal"] == goal
+                else f"editing {saved.name}")
+        history.record({"kind": "edit", "what": what, "node": [saved.pk, saved.version],
+                        "before": before, "after": after})
+    history.keep()
     return _done(request, root, f"Saved {saved.name} (version {saved.version}).", selected=node_id)
 
 
@@ -240,15 +416,10 @@ def tree_child_add(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
     except DelegationError as error:
         form.add_error(None, error.message)
         return _page(request, root, status=error.status, add_id=node_id, add_form=form, selected=node_id)
+    history = TreeHistory(request.session, root)
+    history.record({"kind": "add", "what": f"adding {child.name}", "node": [child.pk, child.version]})
+    history.keep()
     return _done(request, root, f"Added {child.name} under {parent.delegation.name}.", selected=child.pk)
-
-
-def _renumber(rows: list[Delegation], user: Any) -> None:
-    """Positions 0, 1, 2… in the order given; only rows whose position changes are saved,
-    each as a new version."""
-    for position, row in enumerate(rows):
-        if row.position != position:
-            delegation_update(delegation=row, user=user, base_version=row.version, position=position)
 
 
 @require_POST
@@ -256,20 +427,17 @@ def tree_node_move(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
     root = _get_root_for_user(request, delegation_id)
     tree = load_tree(root)
     node = _get_node(tree, node_id)
-    step = {"up": -1, "down": 1}.get(request.POST.get("direction", ""))
+    history = TreeHistory(request.session, root)
+    direction = request.POST.get("direction", "")
     try:
-        siblings = [child.delegation for child in _parent(tree, node).children]
-        index = siblings.index(node.delegation)
-        if step is None or not 0 <= index + step < len(siblings):
-            raise DelegationError(f"{node.delegation.name} cannot move {request.POST.get('direction') or 'there'}; "
-                                  "it is already at that end of its siblings.")
-        siblings[index], siblings[index + step] = siblings[index + step], siblings[index]
         with transaction.atomic():
-            _renumber(siblings, request.user)
+            _move(tree, [node_id, node.delegation.version], direction, request.user, history)
     except DelegationError as error:
         return _refused(request, root, error)
-    where = "up" if step < 0 else "down"
-    return _done(request, root, f"Moved {node.delegation.name} {where}.", selected=node_id)
+    history.record({"kind": "move", "what": f"moving {node.delegation.name} {direction}",
+                    "node": [node_id, node.delegation.version], "direction": direction})
+    history.keep()
+    return _done(request, root, f"Moved {node.delegation.name} {direction}.", selected=node_id)
 
 
 @require_POST
@@ -277,52 +445,28 @@ def tree_node_remove(request: HttpRequest, delegation_id: int, node_id: int) -> 
     root = _get_root_for_user(request, delegation_id)
     tree = load_tree(root)
     node = _get_node(tree, node_id)
+    history = TreeHistory(request.session, root)
+    ref = [node_id, node.delegation.version]
     try:
-        parent = _parent(tree, node)
-        snapshot = {"parent_id": parent.delegation.pk, "index": parent.children.index(node),
-                    "subtree": subtree_snapshot(node)}
         with transaction.atomic():
-            delegation_delete(delegation=node.delegation, user=request.user)
-            _renumber([child.delegation for child in parent.children if child is not node], request.user)
+            taken = _take_out(tree, ref, request.user, history)
     except DelegationError as error:
         return _refused(request, root, error)
-    request.session[_undo_key(root)] = snapshot
-    return _done(request, root, f"Removed {node.delegation.name}.", selected=parent.delegation.pk)
-
-
-def _recreate(subtree: dict[str, Any], *, parent: Delegation, position: int | None = None) -> Delegation:
-    made = delegation_create(owner=parent.owner, name=subtree["name"], packet=subtree["packet"],
-                             template=subtree["template"], parent=parent, position=position)
-    for child in subtree["children"]:
-        _recreate(child, parent=made)
-    return made
+    history.record({"kind": "remove", "what": f"removing {node.delegation.name}", "node": ref, **taken})
+    history.keep()
+    return _done(request, root, f"Removed {node.delegation.name}.", selected=taken["parent"])
 
 
 @require_POST
 def tree_undo(request: HttpRequest, delegation_id: int) -> HttpResponse:
-    """Put back the subtree removed last, where it was."""
-    root = _get_root_for_user(request, delegation_id)
-    snapshot = request.session.get(_undo_key(root))
-    if not snapshot:
-        return _refused(request, root, DelegationError("There is nothing to undo: no removal in this tree "
-                                                       "is waiting to be put back.", status=404))
-    tree = load_tree(root)
-    parent = tree.find(snapshot["parent_id"])
-    if parent is None:
-        return _refused(request, root, DelegationError(
-            f"{snapshot['subtree']['name']} cannot be put back: the delegation it sat under is gone.",
-            status=409))
-    siblings = [child.delegation for child in parent.children]
-    index = min(snapshot["index"], len(siblings))
-    try:
-        with transaction.atomic():
-            restored = _recreate(snapshot["subtree"], parent=parent.delegation, position=index)
-            siblings.insert(index, restored)
-            _renumber(siblings, request.user)
-    except DelegationError as error:
-        return _refused(request, root, error)
-    del request.session[_undo_key(root)]
-    return _done(request, root, f"Put back {restored.name}.", selected=restored.pk)
+    """Undo the newest change made on this page (a removal puts the subtree back)."""
+    return _step(request, delegation_id, forward=False)
+
+
+@require_POST
+def tree_redo(request: HttpRequest, delegation_id: int) -> HttpResponse:
+    """Make again the change undone last."""
+    return _step(request, delegation_id, forward=True)
 
 
 @require_POST

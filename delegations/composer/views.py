@@ -1,5 +1,6 @@
-"""Composer pages: the delegation list, where a new delegation starts, and the composer
-with its live lint panel, its JSON view, and saving and running from it.
+"""Composer pages: the delegation list, where a new delegation starts (from a skill, a
+role, a shipped starter or a saved template), and the composer with its live lint panel,
+its JSON view, saving and running from it, and a dry run of the one node on its own.
 
 Linting is :func:`delegations.composer.lint.lint_report`'s, saving and running
 :mod:`delegations.composer.services`'; these views build the packet from the form, call
@@ -16,17 +17,18 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from delegations.accounts.roles import can_compose
-from delegations.models import Delegation
-from delegations.protocol.errors import ProtocolError
+from delegations.models import Delegation, Run
+from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
+from delegations.runs.workflows import run_create
 from skills.models import Skill
 
 from .forms import (
@@ -35,7 +37,9 @@ from .forms import (
     PACKET_FIELDS,
     AdapterForm,
     ComposerForm,
+    DryRunForm,
     ImportForm,
+    default_script,
     initial_from_packet,
     new_initial,
     packet_from_form,
@@ -48,8 +52,10 @@ from .services import (
     delegation_start_run,
     delegation_update,
 )
+from .starters import BY_KEY, STARTERS
 
 PAGE_SIZE = 25
+DRY_RUN_PREFIX = "dry-run"
 COMPOSE_REFUSED = ("Composing delegations needs the composer role. Ask an admin to add you to the "
                    "“composers” group; meanwhile you can browse skills and watch runs.")
 ROLE_SUMMARIES = {
@@ -76,6 +82,12 @@ def _skill_named(ref: str) -> Skill | None:
     return Skill.objects.resolve(ref) if ref.strip() else None
 
 
+def _template_for_user(request: HttpRequest, template_id: Any) -> Delegation | None:
+    if not str(template_id or "").isdigit():
+        return None
+    return Delegation.objects.visible_to(request.user).filter(pk=int(template_id), template=True).first()
+
+
 def _edit_url(delegation: Delegation) -> str:
     return reverse("delegations:delegation_edit", args=[delegation.pk])
 
@@ -93,7 +105,10 @@ def _listed(request: HttpRequest) -> tuple[QuerySet[Delegation], dict[str, str]]
         rows = rows.filter(owner=request.user.pk)
     if filters["template"]:
         rows = rows.filter(template=True)
-    return rows, filters
+    last_runs = Run.objects.filter(delegation=OuterRef("pk")).order_by("-created_at")
+    rows = rows.annotate(uses=Count("copies"), last_run_id=Subquery(last_runs.values("pk")[:1]),
+                         last_run_state=Subquery(last_runs.values("state")[:1]))
+    return rows.order_by("-updated_at"), filters   # a count drops the model's own ordering
 
 
 @require_GET
@@ -112,16 +127,40 @@ def delegation_new(request: HttpRequest) -> HttpResponse:
     _require_composer(request)
     if request.method == "POST":
         return _composer_post(request, None)
+    if "starter" in request.GET or "template" in request.GET:
+        return _new_from_template(request)
     ref, role = request.GET.get("skill", ""), request.GET.get("role", "")
     skill = _skill_named(ref)
     if ref and skill is None:
         messages.warning(request, f"No skill {ref} in the registry; pick another, or start from a role.")
     if skill is None and role not in SUBAGENT_TYPES:
-        return render(request, "delegations/composer_start.html", {
-            "skills": Skill.objects.latest_versions().order_by("name")[:50],
-            "roles": [(name, ROLE_SUMMARIES[name]) for name in SUBAGENT_TYPES]})
+        return _start_page(request)
     initial = new_initial(skill, role)
     return _render(request, ComposerForm(skill=skill, initial=initial), packet=packet_from_form(initial))
+
+
+def _start_page(request: HttpRequest) -> HttpResponse:
+    templates = (Delegation.objects.visible_to(request.user).filter(template=True)
+                 .annotate(uses=Count("copies")).order_by("name"))
+    return render(request, "delegations/composer_start.html", {
+        "starters": STARTERS, "templates": templates,
+        "skills": Skill.objects.latest_versions().order_by("name")[:50],
+        "roles": [(name, ROLE_SUMMARIES[name]) for name in SUBAGENT_TYPES]})
+
+
+def _new_from_template(request: HttpRequest) -> HttpResponse:
+    """The composer filled from a starter (``?starter=key``) or a saved template
+    (``?template=id``); a copy of a saved template remembers it when saved."""
+    starter = BY_KEY.get(request.GET.get("starter", ""))
+    if starter is not None:
+        form, packet = _form_for(starter.packet_copy(), name=starter.title)
+        return _render(request, form, packet=packet)
+    template = _template_for_user(request, request.GET.get("template"))
+    if template is not None:
+        form, packet = _form_for(template.packet_dict(), name=template.name, copied_from=template.pk)
+        return _render(request, form, packet=packet)
+    messages.warning(request, "That template is not one you can use; pick one of these.")
+    return _start_page(request)
 
 
 def delegation_edit(request: HttpRequest, delegation_id: int) -> HttpResponse:
@@ -135,7 +174,13 @@ def delegation_edit(request: HttpRequest, delegation_id: int) -> HttpResponse:
 
 def _saved_form(delegation: Delegation) -> tuple[ComposerForm, dict[str, Any]]:
     """The form filled with the delegation as saved, and its packet in canonical form."""
-    stored = delegation.packet_dict()
+    return _form_for(delegation.packet_dict(), name=delegation.name, template=delegation.template,
+                     base_version=delegation.version)
+
+
+def _form_for(stored: dict[str, Any], **fields: Any) -> tuple[ComposerForm, dict[str, Any]]:
+    """The form filled with a packet in any dialect and ``fields`` (name, template...), and
+    the packet in canonical form."""
     initial: dict[str, Any]
     try:
         packet = parse_packet(stored).to_dict()
@@ -144,7 +189,7 @@ def _saved_form(delegation: Delegation) -> tuple[ComposerForm, dict[str, Any]]:
         packet, initial = stored, {OTHER_FIELD: stored}
     else:
         initial = initial_from_packet(packet)
-    initial.update(name=delegation.name, template=delegation.template, base_version=delegation.version)
+    initial.update(fields)
     return ComposerForm(skill=_skill_named(str(packet.get("skill") or "")), initial=initial), packet
 
 
@@ -176,7 +221,7 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
     if valid and action == "check":
         # a fresh form from the packet: what was typed, with an empty criterion row again
         initial = {**initial_from_packet(packet_from_form(form.cleaned_data)),
-                   **{key: form.cleaned_data[key] for key in ("name", "template", "base_version")}}
+                   **{key: form.cleaned_data[key] for key in ("name", "template", "base_version", "copied_from")}}
         form = ComposerForm(skill=form.skill, initial=initial)
     return _render(request, form, adapter_form=adapter_form, delegation=delegation, report=report,
                    status=200 if action == "check" else 422)
@@ -190,7 +235,8 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
     try:
         if delegation is None:
             delegation = delegation_create(owner=request.user, name=name, packet=packet,
-                                           template=cleaned["template"])
+                                           template=cleaned["template"],
+                                           copied_from=_template_for_user(request, cleaned["copied_from"]))
         else:
             delegation = delegation_update(delegation=delegation, user=request.user, name=name, packet=packet,
                                            template=cleaned["template"], base_version=cleaned["base_version"] or 0)
@@ -247,6 +293,41 @@ def _import(request: HttpRequest, delegation: Delegation | None) -> HttpResponse
                    import_form=import_form, import_problems=problems, status=422)
 
 
+# -- a dry run of one node ------------------------------------------------------------------
+
+@require_POST
+def delegation_dry_run(request: HttpRequest, delegation_id: int) -> HttpResponse:
+    """Run the delegation on its own, as saved, without its children: a real run, labelled
+    as a dry run, whose page checks the result against the schema and the criteria."""
+    _require_composer(request)
+    delegation = _get_delegation_for_user(request, delegation_id)
+    dry_run_form = DryRunForm(request.POST, prefix=DRY_RUN_PREFIX)
+    if dry_run_form.is_valid():
+        try:
+            run = run_create(packet=_dry_run_packet(delegation), adapter=dry_run_form.cleaned_data["adapter"],
+                             config=dry_run_form.cleaned_data["adapter_config"], owner=request.user,
+                             delegation=delegation)
+        except ProtocolError as error:
+            field = dry_run_form.config_field() if error.code == ErrorCode.INVALID_ADAPTER_CONFIG else None
+            dry_run_form.add_error(field, f"Not started. {error.message}")
+        else:
+            messages.success(request, f"Started a dry run of {delegation.name} on its own, without its "
+                                      "children. This page follows it live.")
+            return redirect("delegations:run_detail", run_id=run.pk)
+    form, packet = _saved_form(delegation)
+    return _render(request, form, delegation=delegation, packet=packet, dry_run_form=dry_run_form, status=422)
+
+
+def _dry_run_packet(delegation: Delegation) -> dict[str, Any]:
+    """The delegation's own packet as a root: no planned children, no depth, and a label
+    that says it is a dry run (unless it has a label of its own)."""
+    packet = parse_packet(delegation.packet_dict()).to_dict()
+    for key in ("planned_children", "depth"):
+        packet.pop(key, None)
+    packet["label"] = packet.get("label") or f"dry run: {delegation.name}"
+    return packet
+
+
 # -- linting and drawing -------------------------------------------------------------------
 
 def _parent_packet(delegation: Delegation | None) -> dict[str, Any] | None:
@@ -292,15 +373,18 @@ def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] 
             report: LintReport | None = None, adapter_form: AdapterForm | None = None,
             delegation: Delegation | None = None, stale: StaleSave | None = None,
             import_form: ImportForm | None = None, import_problems: list[dict[str, str]] | None = None,
-            status: int = 200) -> HttpResponse:
+            dry_run_form: DryRunForm | None = None, status: int = 200) -> HttpResponse:
     if report is None:
         report = _unbound_report(form, packet or {}, delegation)
+    if delegation is not None and dry_run_form is None:
+        dry_run_form = DryRunForm(prefix=DRY_RUN_PREFIX,
+                                  initial={"adapter": "scripted", "script": default_script(report.packet or {})})
     context = {
         "form": form, "skill": form.skill, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,
         "stale": stale, "import_form": import_form or ImportForm(), "import_problems": import_problems or [],
         "action_url": _edit_url(delegation) if delegation else reverse("delegations:delegation_new"),
         "lint_url": reverse("delegations:delegation_lint") + (f"?delegation={delegation.pk}" if delegation else ""),
-        "kind_params": KIND_PARAMS,
+        "kind_params": KIND_PARAMS, "dry_run_form": dry_run_form,
         **_panel_context(form, report),
     }
     return render(request, "delegations/composer.html", context, status=status)

@@ -34,6 +34,8 @@ class Delegation(models.Model):
     position = models.PositiveIntegerField(default=0, help_text="Order among its siblings.")
     template = models.BooleanField(default=False,
                                    help_text="A starting point to copy rather than to run as is.")
+    copied_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="copies", help_text="The template it was started from.")
     version = models.PositiveIntegerField(default=1, help_text="Goes up by one with every save.")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                               on_delete=models.SET_NULL, related_name="delegations")

@@ -1,6 +1,7 @@
 // The tree editor's keyboard and memory: the WAI-ARIA tree pattern (one node in the tab
 // order, arrow keys move the selection), collapsed subtrees remembered per delegation,
-// and a warning before leaving with an edit form that has unsaved changes.
+// a warning before leaving with an edit form that has unsaved changes, and Ctrl+Z /
+// Ctrl+Shift+Z (or Ctrl+Y) pressing the panel's Undo / Redo buttons.
 // Every action is a link or form the server handles; this only drives them.
 (() => {
   "use strict";
@@ -104,6 +105,19 @@
     if (next) { select(next); event.preventDefault(); }
   }
 
+  // outside a text field, Ctrl+Z undoes the page's last change and Ctrl+Shift+Z or Ctrl+Y
+  // redoes it; in a field they are the browser's own undo of the typing
+  function onHistoryKey(event) {
+    if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+    if (event.target.closest && event.target.closest("input, textarea, select, [contenteditable]")) return;
+    const key = event.key.toLowerCase();
+    const which = key === "y" || (key === "z" && event.shiftKey) ? "redo" : key === "z" ? "undo" : null;
+    if (!which) return;
+    event.preventDefault();
+    const button = panel() && panel().querySelector(`[data-history="${which}"]`);
+    if (button && !button.disabled) button.click();
+  }
+
   function onClick(event) {
     const toggle = event.target.closest("[data-toggle]");
     const item = event.target.closest('[role="treeitem"]');
@@ -175,6 +189,7 @@
     if (document.querySelector("form[data-guard][data-dirty]")) event.preventDefault();
   });
 
+  document.addEventListener("keydown", onHistoryKey);
   document.addEventListener("keydown", onKeydown);
   document.addEventListener("click", onClick);
   document.addEventListener("htmx:afterSettle", () => setUp({ firstLoad: false }));

@@ -182,7 +182,7 @@ def _lint(client: Any, **changes: Any) -> str:
 
 def test_the_form_posts_to_the_check_as_the_person_types(composer_client):
     text = page(composer_client.get(f"{NEW}?role=coder"))
-    assert f'hx-post="{LINT}" hx-trigger="input changed delay:300ms, change" hx-sync="this:replace"' in text
+    assert f'hx-post="{LINT}" hx-trigger="input changed delay:100ms, change" hx-sync="this:replace"' in text
     assert 'hx-target="#lint-panel"' in text
 
 

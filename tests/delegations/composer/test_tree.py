@@ -1,5 +1,5 @@
 """The tree editor: budgets that shrink down the tree, adding, editing, moving, removing
-and putting back nodes, running the tree, and who may see it."""
+and putting back nodes, undoing and redoing each change, running the tree, and who may see it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from delegations.accounts.roles import COMPOSERS
-from delegations.composer.services import delegation_create, delegation_update
+from delegations.composer.services import delegation_create, delegation_delete, delegation_update
 from delegations.composer.tree import child_refusal, left_after, load_tree, roll_up, unique_label
+from delegations.composer.tree_views import HISTORY_LIMIT
 from delegations.models import Delegation, Run
 from delegations.protocol.budgets import Budget
 from tests.delegations import scripts
@@ -220,6 +221,175 @@ def test_removing_asks_first_then_undo_puts_the_subtree_back(
     assert restored.packet["allow_nested"] is True
     assert restored.children.get().packet["budget"] == {"max_model_calls": 2}
     assert "Removed b." not in composer_client.get(tree_url(root)).content.decode()
+
+
+# -- undo and redo ------------------------------------------------------------------------------
+
+def undo(client: Any, root: Delegation) -> Any:
+    return client.post(tree_url(root, "undo/"), **HTMX)
+
+
+def redo(client: Any, root: Delegation) -> Any:
+    return client.post(tree_url(root, "redo/"), **HTMX)
+
+
+def rename(client: Any, root: Delegation, node: Delegation, name: str) -> None:
+    node.refresh_from_db()
+    response = client.post(node_url(root, node, "edit"), {
+        "name": name, "goal": node.packet["goal"], "base_version": str(node.version)})
+    assert response.status_code == 302
+
+
+def names(root: Delegation) -> list[str]:
+    return [kid.name for kid in root.children.order_by("position")]
+
+
+def test_an_edit_is_undone_and_redone_each_as_a_new_version(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    child = add(composer, "first", root)
+    goal = child.packet["goal"]
+    composer_client.post(node_url(root, child, "edit"), {
+        "name": "renamed", "goal": "A sharper goal for the first child", "base_version": "1"})
+    response = undo(composer_client, root)
+    child.refresh_from_db()
+    assert response.status_code == 200 and "Undid editing renamed." in response.content.decode()
+    assert (child.name, child.packet["goal"], child.version) == ("first", goal, 3)
+    assert redo(composer_client, root).status_code == 200
+    child.refresh_from_db()
+    assert (child.name, child.packet["goal"], child.version) == ("renamed", "A sharper goal for the first child", 4)
+    assert list(child.versions.order_by("number").values_list("name", flat=True)) == [
+        "first", "renamed", "first", "renamed"]
+
+
+def test_an_added_child_is_deleted_by_undo_and_made_again_by_redo(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    add(composer, "a", root)
+    composer_client.post(node_url(root, root, "children"), {"name": "checker", "goal": "Check the pick"})
+    packet = Delegation.objects.get(name="checker").packet
+    html = undo(composer_client, root).content.decode()
+    assert names(root) == ["a"] and "Redo adding checker" in html
+    assert redo(composer_client, root).status_code == 200
+    assert names(root) == ["a", "checker"] and Delegation.objects.get(name="checker").packet == packet
+
+
+def test_redoing_an_addition_and_then_an_edit_of_it_reaches_the_child_made_again(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    composer_client.post(node_url(root, root, "children"), {"name": "checker", "goal": "Check the pick"})
+    rename(composer_client, root, Delegation.objects.get(name="checker"), "final checker")
+    undo(composer_client, root)
+    undo(composer_client, root)
+    assert names(root) == []
+    redo(composer_client, root)
+    assert redo(composer_client, root).status_code == 200
+    assert names(root) == ["final checker"]
+
+
+def test_a_move_is_undone_by_moving_back_and_redone(composer_client: Any, composer: Any,
+                                                   root: Delegation) -> None:
+    for name in "abc":
+        add(composer, name, root)
+    moved = Delegation.objects.get(name="c")
+    composer_client.post(node_url(root, moved, "move"), {"direction": "up"})
+    assert "Undo moving c up" in composer_client.get(tree_url(root)).content.decode()
+    undo(composer_client, root)
+    assert names(root) == ["a", "b", "c"]
+    assert [kid.position for kid in root.children.order_by("position")] == [0, 1, 2]
+    moved.refresh_from_db()
+    assert moved.version == 3 and moved.versions.count() == 3
+    redo(composer_client, root)
+    assert names(root) == ["a", "c", "b"]
+
+
+def test_a_removal_is_redone_and_undone_again_with_its_subtree(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    add(composer, "a", root)
+    child = add(composer, "b", root, allow_nested=True)
+    add(composer, "grandchild", child, budget={"max_model_calls": 2})
+    composer_client.post(node_url(root, child, "remove"))
+    undo(composer_client, root)
+    html = redo(composer_client, root).content.decode()
+    assert names(root) == ["a"] and not Delegation.objects.filter(name="grandchild").exists()
+    assert "Removed b." in html   # the notice offers to put it back again
+    undo(composer_client, root)
+    assert names(root) == ["a", "b"]
+    assert Delegation.objects.get(name="b").children.get().name == "grandchild"
+
+
+def test_a_new_change_clears_what_could_be_redone(composer_client: Any, composer: Any,
+                                                  root: Delegation) -> None:
+    first = add(composer, "a", root)
+    second = add(composer, "b", root)
+    composer_client.post(node_url(root, second, "move"), {"direction": "up"})
+    undo(composer_client, root)
+    rename(composer_client, root, first, "renamed")
+    html = composer_client.get(tree_url(root)).content.decode()
+    assert 'title="Nothing to redo: no change has been undone" disabled' in html
+    response = redo(composer_client, root)
+    assert response.status_code == 404 and "There is nothing to redo in this tree." in response.content.decode()
+    assert names(root) == ["renamed", "b"]
+
+
+def test_the_page_own_moves_do_not_make_an_earlier_edit_stale(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    first = add(composer, "a", root)
+    second = add(composer, "b", root)
+    rename(composer_client, root, first, "renamed")
+    composer_client.post(node_url(root, second, "move"), {"direction": "up"})   # saves a again, moved down
+    undo(composer_client, root)
+    assert undo(composer_client, root).status_code == 200
+    assert names(root) == ["a", "b"]
+
+
+def test_undoing_a_change_someone_else_saved_over_is_refused_and_dropped(
+        composer_client: Any, composer: Any, admin_user: Any, root: Delegation) -> None:
+    first = add(composer, "a", root)
+    add(composer, "b", root)
+    third = add(composer, "c", root)
+    composer_client.post(node_url(root, third, "move"), {"direction": "up"})
+    rename(composer_client, root, first, "mine")
+    first.refresh_from_db()
+    delegation_update(delegation=first, user=admin_user, base_version=first.version, name="theirs")
+    response = undo(composer_client, root)
+    html = response.content.decode()
+    assert response.status_code == 409 and "Could not undo renaming a to mine: theirs was saved elsewhere" in html
+    assert "That step is dropped from the history." in html and "Undo moving c up" in html
+    first.refresh_from_db()
+    assert first.name == "theirs"
+    assert undo(composer_client, root).status_code == 200   # the step before it still undoes
+    assert names(root) == ["theirs", "b", "c"]
+
+
+def test_undoing_a_change_to_a_node_deleted_meanwhile_is_refused_and_dropped(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    child = add(composer, "a", root)
+    rename(composer_client, root, child, "mine")
+    delegation_delete(delegation=child, user=composer)
+    response = undo(composer_client, root)
+    assert response.status_code == 409
+    assert "the delegation it changed is no longer in this tree" in response.content.decode()
+    assert undo(composer_client, root).status_code == 404
+
+
+def test_each_tree_has_its_own_history(composer_client: Any, composer: Any, root: Delegation) -> None:
+    other = add(composer, "other study")
+    kid = add(composer, "kid", other)
+    rename(composer_client, other, kid, "renamed kid")
+    assert undo(composer_client, root).status_code == 404
+    assert undo(composer_client, other).status_code == 200
+    kid.refresh_from_db()
+    assert kid.name == "kid"
+
+
+def test_the_history_keeps_only_the_latest_changes(composer_client: Any, composer: Any,
+                                                   root: Delegation) -> None:
+    child = add(composer, "a", root)
+    for number in range(HISTORY_LIMIT + 1):
+        rename(composer_client, root, child, f"name {number}")
+    for _ in range(HISTORY_LIMIT):
+        assert undo(composer_client, root).status_code == 200
+    assert undo(composer_client, root).status_code == 404
+    child.refresh_from_db()
+    assert child.name == "name 0"   # the oldest rename fell out of the history
 
 
 def test_the_top_of_the_tree_cannot_be_removed_from_it(composer_client: Any, root: Delegation) -> None:
