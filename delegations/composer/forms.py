@@ -604,67 +604,6 @@ class AdapterForm(RunStartForm):
         super().__init__(*args, **kwargs)
 
 
-# -- a dry run of one node ------------------------------------------------------------------
-
-def example_payload(schema: Any) -> Any:
-    """A small value that fits the JSON Schema ``schema``: what a scripted dry run answers
-    with unless the person writes their own. An object gets its required properties only."""
-    if not isinstance(schema, dict):
-        return "example"
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((name for name in kind if name != "null"), "null")
-    if kind in ("number", "integer"):
-        minimum = schema.get("minimum")
-        return minimum if isinstance(minimum, int | float) and not isinstance(minimum, bool) else 1
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
-    if kind == "array":
-        return [example_payload(schema.get("items"))]
-    if kind == "object" or "properties" in schema:
-        properties = schema.get("properties") or {}
-        return {name: example_payload(properties.get(name)) for name in schema.get("required") or []}
-    return "example"
-
-
-def default_script(packet: dict[str, Any]) -> list[dict[str, Any]]:
-    """One turn that yields SUCCESS with an example of the packet's expected output."""
-    schema = packet.get("expected_output_schema")
-    payload = example_payload(schema) if isinstance(schema, dict) else {}
-    return [{"text": "A dry run's answer.", "tool_calls": [{"name": "yield_control", "arguments": {
-        "status": "SUCCESS", "output_payload": payload if isinstance(payload, dict) else {"value": payload}}}]}]
-
-
-class DryRunForm(AdapterForm):
-    """A model for one node on its own: the scripted adapter plays ``script``, any other
-    adapter takes ``adapter_config``."""
-
-    script = JSONValueField(
-        required=False, expect=list, label="Script (scripted adapter)",
-        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
-        help_text="A JSON list of model turns to play; each turn has text and tool_calls. "
-                  "It starts as one yield_control SUCCESS turn answering an example of the expected output.")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        if cleaned.get("adapter") == "scripted" and "script" in cleaned:
-            if cleaned["script"] is None:
-                self.add_error("script", "Write the turns the scripted adapter plays.")
-            else:
-                cleaned["adapter_config"] = {**(cleaned.get("adapter_config") or {}), "script": cleaned["script"]}
-        return cleaned
-
-    def config_field(self) -> str:
-        """The field an adapter's refusal of its config belongs to."""
-        return "script" if self.cleaned_data.get("adapter") == "scripted" else "adapter_config"
-
-
 class ImportForm(forms.Form):
     """A packet to fill the form with, in any dialect, pasted or as a file."""
 

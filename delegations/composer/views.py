@@ -28,18 +28,16 @@ from delegations.models import Delegation, Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
-from delegations.runs.workflows import run_create
 from skills.models import Skill
 
+from .dry_run import DryRunForm, default_script, start_dry_run
 from .forms import (
     KIND_PARAMS,
     OTHER_FIELD,
     PACKET_FIELDS,
     AdapterForm,
     ComposerForm,
-    DryRunForm,
     ImportForm,
-    default_script,
     initial_from_packet,
     new_initial,
     packet_from_form,
@@ -304,9 +302,9 @@ def delegation_dry_run(request: HttpRequest, delegation_id: int) -> HttpResponse
     dry_run_form = DryRunForm(request.POST, prefix=DRY_RUN_PREFIX)
     if dry_run_form.is_valid():
         try:
-            run = run_create(packet=_dry_run_packet(delegation), adapter=dry_run_form.cleaned_data["adapter"],
-                             config=dry_run_form.cleaned_data["adapter_config"], owner=request.user,
-                             delegation=delegation)
+            run = start_dry_run(delegation=delegation, user=request.user,
+                                adapter=dry_run_form.cleaned_data["adapter"],
+                                config=dry_run_form.cleaned_data["adapter_config"])
         except ProtocolError as error:
             field = dry_run_form.config_field() if error.code == ErrorCode.INVALID_ADAPTER_CONFIG else None
             dry_run_form.add_error(field, f"Not started. {error.message}")
@@ -316,16 +314,6 @@ def delegation_dry_run(request: HttpRequest, delegation_id: int) -> HttpResponse
             return redirect("delegations:run_detail", run_id=run.pk)
     form, packet = _saved_form(delegation)
     return _render(request, form, delegation=delegation, packet=packet, dry_run_form=dry_run_form, status=422)
-
-
-def _dry_run_packet(delegation: Delegation) -> dict[str, Any]:
-    """The delegation's own packet as a root: no planned children, no depth, and a label
-    that says it is a dry run (unless it has a label of its own)."""
-    packet = parse_packet(delegation.packet_dict()).to_dict()
-    for key in ("planned_children", "depth"):
-        packet.pop(key, None)
-    packet["label"] = packet.get("label") or f"dry run: {delegation.name}"
-    return packet
 
 
 # -- linting and drawing -------------------------------------------------------------------

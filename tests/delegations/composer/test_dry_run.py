@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from delegations.accounts.roles import COMPOSERS
-from delegations.composer.forms import default_script, example_payload
+from delegations.composer.dry_run import default_script, example_payload
 from delegations.composer.services import delegation_create
 from delegations.models import Delegation, Run
 from tests.delegations import scripts
