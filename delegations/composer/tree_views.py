@@ -9,8 +9,6 @@ is a plain POST that redirects to the tree; under htmx it answers with the tree 
 
 from __future__ import annotations
 
-import copy
-from collections.abc import MutableMapping
 from typing import Any
 
 from django import forms
@@ -35,11 +33,10 @@ from .services import (
     DelegationError,
     StaleSave,
     delegation_create,
-    delegation_delete,
     delegation_start_run,
-    delegation_update,
 )
-from .tree import SHOWN_AXES, TreeNode, child_packet, load_tree, subtree_snapshot, unique_label
+from .tree import SHOWN_AXES, TreeNode, child_packet, load_tree, unique_label
+from .tree_history import TreeHistory, apply_entry, move, save_fields, take_out
 
 COMPOSE_REFUSED = ("Editing a delegation's tree needs the composer role. Ask an admin to add you to "
                    "the “composers” group.")
@@ -64,14 +61,6 @@ def _get_node(tree: TreeNode, node_id: int) -> TreeNode:
     if node is None:
         raise Http404(f"No delegation {node_id} in this tree.")
     return node
-
-
-def _parent(tree: TreeNode, node: TreeNode) -> TreeNode:
-    parent = tree.parent_of(node.delegation.pk)
-    if parent is None:
-        raise DelegationError("The top of the tree is the delegation itself; delete or move it from "
-                              "the delegation list, not from its tree.")
-    return parent
 
 
 # -- the forms ------------------------------------------------------------------------------------
@@ -187,147 +176,6 @@ def _refused(request: HttpRequest, root: Delegation, error: DelegationError) -> 
     return _page(request, root, status=error.status)
 
 
-# -- the history: every change the page makes, to undo and redo ------------------------------
-
-HISTORY_LIMIT = 50
-OPPOSITE = {"up": "down", "down": "up"}
-
-Ref = tuple[int, int]   # a delegation's id and the version a history entry expects it at
-
-
-class TreeHistory:
-    """The page's undo and redo stacks for one tree, kept in the session (the last
-    :data:`HISTORY_LIMIT` changes). An entry is a JSON dict: its ``kind`` (edit, add, move,
-    remove), ``what`` it did in words, and the ``node`` it changed as ``[id, version]``;
-    an edit keeps the ``before`` and ``after`` name and goal, a move its ``direction``,
-    and a node out of the tree the ``parent`` id, ``index`` and ``subtree`` to re-create it.
-
-    Each step is checked against the version its entry expects, so a node saved elsewhere
-    meanwhile is not overwritten; the page's own saves carry every entry along (:meth:`moved_on`)."""
-
-    def __init__(self, session: MutableMapping[str, Any], root: Delegation) -> None:
-        self.session, self.key = session, f"tree-history-{root.pk}"
-        # a copy: a step that fails half-way must leave what the session holds untouched
-        kept = copy.deepcopy(session.get(self.key)) or {"undo": [], "redo": []}
-        self.undo: list[dict[str, Any]] = kept["undo"]
-        self.redo: list[dict[str, Any]] = kept["redo"]
-
-    def record(self, entry: dict[str, Any]) -> None:
-        """A new change: on top of the undo stack, and what was undone can no longer be redone."""
-        self.undo = [*self.undo, entry][-HISTORY_LIMIT:]
-        self.redo = []
-
-    def moved_on(self, old: Ref, new: Ref) -> None:
-        """A delegation went from ``old`` to ``new``: saved by this page (same id, next
-        version) or re-created (new id). Entries that expected ``old`` now expect ``new``;
-        one that expected another version stays behind, and is refused when its turn comes."""
-        for entry in (*self.undo, *self.redo):
-            if tuple(entry["node"]) == old:
-                entry["node"] = list(new)
-            if entry.get("parent") == old[0]:
-                entry["parent"] = new[0]
-
-    def keep(self) -> None:
-        self.session[self.key] = {"undo": self.undo, "redo": self.redo}
-
-
-def _current(tree: TreeNode, ref: list[int]) -> TreeNode:
-    """The node ``ref`` names, refused when it is gone or was saved elsewhere since."""
-    node = tree.find(ref[0])
-    if node is None:
-        raise DelegationError("the delegation it changed is no longer in this tree.", status=409)
-    if node.delegation.version != ref[1]:
-        raise DelegationError(f"{node.delegation.name} was saved elsewhere since (it is now at version "
-                              f"{node.delegation.version}), and this would overwrite that.", status=409)
-    return node
-
-
-def _renumber(rows: list[Delegation], user: Any, history: TreeHistory) -> None:
-    """Positions 0, 1, 2… in the order given; only rows whose position changes are saved,
-    each as a new version."""
-    for position, row in enumerate(rows):
-        if row.position != position:
-            before = (row.pk, row.version)
-            delegation_update(delegation=row, user=user, base_version=row.version, position=position)
-            history.moved_on(before, (row.pk, row.version))
-
-
-def _save_fields(node: TreeNode, fields: dict[str, str], user: Any, history: TreeHistory, *,
-                 base_version: int) -> Delegation:
-    """Save a node's name and goal on top of ``base_version``."""
-    before = (node.delegation.pk, node.delegation.version)
-    packet = None if fields["goal"] == node.goal else {**node.delegation.packet_dict(), "goal": fields["goal"]}
-    saved = delegation_update(delegation=node.delegation, user=user, name=fields["name"],
-                              base_version=base_version, packet=packet)
-    history.moved_on(before, (saved.pk, saved.version))
-    return saved
-
-
-def _move(tree: TreeNode, ref: list[int], direction: str, user: Any, history: TreeHistory) -> TreeNode:
-    """Swap a node with its sibling above (``up``) or below (``down``)."""
-    node = _current(tree, ref)
-    step = {"up": -1, "down": 1}.get(direction)
-    siblings = [child.delegation for child in _parent(tree, node).children]
-    index = siblings.index(node.delegation)
-    if step is None or not 0 <= index + step < len(siblings):
-        raise DelegationError(f"{node.delegation.name} cannot move {direction or 'there'}; "
-                              "it is already at that end of its siblings.")
-    siblings[index], siblings[index + step] = siblings[index + step], siblings[index]
-    _renumber(siblings, user, history)
-    return node
-
-
-def _take_out(tree: TreeNode, ref: list[int], user: Any, history: TreeHistory) -> dict[str, Any]:
-    """Delete a node and its subtree; what putting it back needs."""
-    node = _current(tree, ref)
-    parent = _parent(tree, node)
-    taken = {"parent": parent.delegation.pk, "index": parent.children.index(node),
-             "subtree": subtree_snapshot(node)}
-    delegation_delete(delegation=node.delegation, user=user)
-    _renumber([child.delegation for child in parent.children if child is not node], user, history)
-    return taken
-
-
-def _recreate(subtree: dict[str, Any], *, parent: Delegation, history: TreeHistory,
-              position: int | None = None) -> Delegation:
-    made = delegation_create(owner=parent.owner, name=subtree["name"], packet=subtree["packet"],
-                             template=subtree["template"], parent=parent, position=position)
-    history.moved_on((subtree["id"], subtree["version"]), (made.pk, made.version))
-    for child in subtree["children"]:
-        _recreate(child, parent=made, history=history)
-    return made
-
-
-def _put_back(tree: TreeNode, entry: dict[str, Any], user: Any, history: TreeHistory) -> Delegation:
-    """Re-create what :func:`_take_out` deleted, where it was."""
-    parent = tree.find(entry["parent"])
-    if parent is None:
-        raise DelegationError(f"the delegation {entry['subtree']['name']} sat under is no longer in this tree.",
-                              status=409)
-    siblings = [child.delegation for child in parent.children]
-    index = min(entry["index"], len(siblings))
-    restored = _recreate(entry.pop("subtree"), parent=parent.delegation, history=history, position=index)
-    siblings.insert(index, restored)
-    _renumber(siblings, user, history)
-    return restored
-
-
-def _apply(entry: dict[str, Any], *, forward: bool, tree: TreeNode, user: Any, history: TreeHistory) -> int:
-    """Re-apply ``entry`` (``forward``) or reverse it; the id of the node to select after."""
-    kind = entry["kind"]
-    if kind == "edit":
-        node = _current(tree, entry["node"])
-        return _save_fields(node, entry["after" if forward else "before"], user, history,
-                            base_version=entry["node"][1]).pk
-    if kind == "move":
-        direction = entry["direction"] if forward else OPPOSITE[entry["direction"]]
-        return _move(tree, entry["node"], direction, user, history).delegation.pk
-    if forward == (kind == "remove"):   # redoing a removal, or undoing an addition
-        entry.update(_take_out(tree, entry["node"], user, history))
-        return int(entry["parent"])
-    return _put_back(tree, entry, user, history).pk
-
-
 def _step(request: HttpRequest, delegation_id: int, *, forward: bool) -> HttpResponse:
     """Undo the newest change (or redo the newest undone one), moving it to the other stack;
     one that can no longer be applied is said so and dropped."""
@@ -340,7 +188,7 @@ def _step(request: HttpRequest, delegation_id: int, *, forward: bool) -> HttpRes
     entry = stack[-1]
     try:
         with transaction.atomic():
-            selected = _apply(entry, forward=forward, tree=load_tree(root), user=request.user, history=history)
+            selected = apply_entry(entry, forward=forward, tree=load_tree(root), user=request.user, history=history)
     except DelegationError as error:
         history = TreeHistory(request.session, root)   # forget what the failed step carried along
         (history.redo if forward else history.undo).pop()
@@ -378,7 +226,7 @@ def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
     before = {"name": node.delegation.name, "goal": node.goal}
     goal = form.cleaned_data["goal"].strip()
     try:
-        saved = _save_fields(node, {"name": form.cleaned_data["name"], "goal": goal}, request.user, history,
+        saved = save_fields(node, {"name": form.cleaned_data["name"], "goal": goal}, request.user, history,
                              base_version=form.cleaned_data["base_version"])
     except StaleSave as stale:
         # what was typed stays, now based on the current version: saving again puts it on top
@@ -431,7 +279,7 @@ def tree_node_move(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
     direction = request.POST.get("direction", "")
     try:
         with transaction.atomic():
-            _move(tree, [node_id, node.delegation.version], direction, request.user, history)
+            move(tree, [node_id, node.delegation.version], direction, request.user, history)
     except DelegationError as error:
         return _refused(request, root, error)
     history.record({"kind": "move", "what": f"moving {node.delegation.name} {direction}",
@@ -449,7 +297,7 @@ def tree_node_remove(request: HttpRequest, delegation_id: int, node_id: int) -> 
     ref = [node_id, node.delegation.version]
     try:
         with transaction.atomic():
-            taken = _take_out(tree, ref, request.user, history)
+            taken = take_out(tree, ref, request.user, history)
     except DelegationError as error:
         return _refused(request, root, error)
     history.record({"kind": "remove", "what": f"removing {node.delegation.name}", "node": ref, **taken})

@@ -13,7 +13,7 @@ from django.urls import reverse
 from delegations.accounts.roles import COMPOSERS
 from delegations.composer.services import delegation_create, delegation_delete, delegation_update
 from delegations.composer.tree import child_refusal, left_after, load_tree, roll_up, unique_label
-from delegations.composer.tree_views import HISTORY_LIMIT
+from delegations.composer.tree_history import HISTORY_LIMIT
 from delegations.models import Delegation, Run
 from delegations.protocol.budgets import Budget
 from tests.delegations import scripts
