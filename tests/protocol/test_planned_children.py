@@ -97,3 +97,20 @@ def test_a_planned_child_is_linted_against_its_parent_under_its_own_index() -> N
     assert any(code == "CAPABILITY_EXCEEDS_PARENT" for code, _ in codes)
     clean = lint_packet(parse_packet(composed()))
     assert not [f for f in clean if f.field.startswith("planned_children") and f.severity == "error"]
+
+
+async def test_the_delegate_task_tool_names_the_planned_children(runner: Runner) -> None:
+    offered: list[Any] = []
+
+    class Reading(ScriptedAdapter):
+        async def complete(self, messages: Any, tools: Any, **options: Any) -> Any:
+            offered.extend(tools)
+            return await super().complete(messages, tools, **options)
+
+    adapter = Reading({"script": [{"tool_calls": [{"name": "yield_control", "arguments": {
+        "status": "SUCCESS", "output_payload": {"ok": 1}}}]}]})
+    outcome = await runner.start(parse_packet(composed()), adapter=adapter)
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    [delegate] = [tool for tool in offered if tool["name"] == "delegate_task"]
+    assert delegate["description"].endswith(
+        "Planned subagents, started by naming their label: pricer (researcher): Read the price from the quote.")

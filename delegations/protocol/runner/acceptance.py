@@ -20,7 +20,7 @@ from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, issue_token, narrow_c
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..lint import Finding, Severity, rejection_message
 from ..packet import HandoffPacket, SubagentType, parse_packet
-from ..tools import offered_tools
+from ..tools import DELEGATE_TASK, offered_tools
 from .settings import RunnerSettings
 from .state import ActiveRun, Clock, Scope
 
@@ -184,6 +184,17 @@ def grant(run: ActiveRun, settings: RunnerSettings) -> None:
         settings.token_key, run_id=run.run_id, capabilities=scope.capabilities,
         expires_at=time.time() + max(seconds_left, 0.0) + 1.0,
         parent_run_id=run.parent.run_id if run.parent is not None else None)
-    scope.tools = offered_tools(scope.capabilities, can_delegate=scope.can_delegate,
-                                subprocess_enabled=settings.subprocess_enabled,
-                                output_schema=scope.packet.expected_output_schema if scope.packet else None)
+    tools = offered_tools(scope.capabilities, can_delegate=scope.can_delegate,
+                          subprocess_enabled=settings.subprocess_enabled,
+                          output_schema=scope.packet.expected_output_schema if scope.packet else None)
+    planned = scope.packet.planned_children if scope.packet is not None else []
+    scope.tools = tools if not planned else [
+        with_planned_children(tool, planned) if tool["name"] == DELEGATE_TASK else tool for tool in tools]
+
+
+def with_planned_children(tool: dict[str, Any], planned: list[HandoffPacket]) -> dict[str, Any]:
+    """``delegate_task`` whose description names the planned children a call can start by label."""
+    names = "; ".join(f"{child.label} ({child.subagent_type.value if child.subagent_type else 'any role'}): "
+                      f"{child.goal or child.instruction_set or 'no goal given'}" for child in planned)
+    return {**tool, "description": f"{tool.get('description', '')} Planned subagents, started by "
+                                   f"naming their label: {names}."}
