@@ -4,7 +4,7 @@ Most fields map one-to-one onto a place in the packet (:data:`PACKET_FIELDS`: th
 field ``budget__max_tokens`` is ``packet["budget"]["max_tokens"]``); a role's parameters
 count only for the role picked. The input data is a JSON textarea, or when the packet
 names a skill one field per property of its ``input_schema`` (:mod:`.schema_fields`).
-Success criteria are free-text lines plus structured rows (:class:`CriterionForm`).
+Success criteria are free-text lines plus structured rows (:mod:`.criteria_rows`).
 
 Nothing is lost between a packet and the form: what the form has no field for (a
 previous failure, metadata, a key nothing reads) stays in the "other fields" JSON,
@@ -23,10 +23,9 @@ from typing import Any, cast
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.forms import BaseFormSet, BoundField, formset_factory
+from django.forms import BoundField
 
 from delegations.protocol.capabilities import CAPABILITY_INFO
-from delegations.protocol.criteria import TYPE_ALIASES, CriterionKind
 from delegations.protocol.lint import STANDARD_CHECKLIST
 from delegations.protocol.packet import (
     AGLOOP_ROLES,
@@ -38,6 +37,14 @@ from delegations.protocol.packet import (
 from delegations.runs.forms import PASTE_LIMIT, RunStartForm
 from skills.models import Skill
 
+from .criteria_rows import (
+    CRITERIA_PREFIX,
+    BaseCriterionFormSet,
+    CriterionForm,
+    CriterionFormSet,
+    choices,
+    row_from_criterion,
+)
 from .schema_fields import (
     SEPARATOR,
     JSONLinesField,
@@ -51,12 +58,6 @@ from .schema_fields import (
 )
 
 STANDARD_CHECKLIST_ITEMS: list[str] = [item for item, _ in STANDARD_CHECKLIST]
-_BLANK = [("", "—")]
-_JSON_TYPES = tuple(dict.fromkeys(TYPE_ALIASES.values()))
-
-
-def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
-    return _BLANK + [(value, value.replace("_", " ")) for value in values]
 
 
 class CapabilitiesField(forms.MultipleChoiceField):
@@ -99,7 +100,7 @@ def _json(label: str, help_text: str = "As JSON.", expect: type | None = None) -
 
 def _choice(label: str, values: tuple[str, ...], help_text: str = "") -> Callable[[], forms.Field]:
     return partial(forms.ChoiceField, required=False, label=label, help_text=help_text,
-                   choices=_choices(values))
+                   choices=choices(values))
 
 
 def _count(label: str, help_text: str = "", minimum: int = 0) -> Callable[[], forms.Field]:
@@ -237,82 +238,6 @@ OTHER_FIELD = "other"
 INPUT_FIELD = "input_data"
 CRITERIA_TEXT = "success_criteria_text"
 CRITERIA_ROWS = "criteria_rows"
-
-
-# -- success criteria --------------------------------------------------------------------
-
-# What each structured kind takes (the form's "path" is the criterion's "field" for
-# kinds that read a text field).
-KIND_PARAMS: dict[str, tuple[str, ...]] = {
-    "json_schema": ("schema",), "field": ("path", "type"), "regex": ("field", "pattern", "ignore_case"),
-    "word_count": ("field", "min", "max"), "equals": ("path", "value"),
-    "range": ("path", "min", "max", "min_exclusive", "max_exclusive"), "evidence": ("min",),
-    "files_modified": ("paths",), "tests_pass": (),
-}
-_FLAGS = ("ignore_case", "min_exclusive", "max_exclusive")
-
-
-class CriterionForm(forms.Form):
-    kind = forms.ChoiceField(required=False, choices=_choices(tuple(k.value for k in CriterionKind)),
-                             help_text="Empty this to remove the row.")
-    path = forms.CharField(required=False, label="Field path", help_text="e.g. summary or items.0.price")
-    type = forms.ChoiceField(required=False, label="Type", choices=_choices(_JSON_TYPES))
-    pattern = forms.CharField(required=False, label="Pattern", help_text="A regular expression.")
-    ignore_case = forms.BooleanField(required=False, label="Ignore case")
-    min = NumberField(required=False, label="Min")
-    max = NumberField(required=False, label="Max")
-    min_exclusive = forms.BooleanField(required=False, label="Min exclusive")
-    max_exclusive = forms.BooleanField(required=False, label="Max exclusive")
-    value = JSONValueField(required=False, label="Value (JSON)", widget=forms.TextInput,
-                           help_text='e.g. "ok" (with the quotes), 42 or true.')
-    paths = LinesField(required=False, label="Files", help_text="One path per line.")
-    schema = JSONValueField(required=False, label="Schema (JSON)", expect=dict,
-                            help_text="Empty: the expected output schema.")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        if not cleaned.get("kind") and any(
-                value not in (None, "", [], False) for name, value in cleaned.items() if name != "kind"):
-            raise ValidationError("Pick a kind for this criterion, or clear the row.")
-        return cleaned
-
-    def criterion(self) -> dict[str, Any] | None:
-        """The structured criterion this row holds, or None for an empty row."""
-        return criterion_from_row(self.cleaned_data)
-
-    @staticmethod
-    def represents(criterion: Any) -> bool:
-        """Whether a row can hold ``criterion`` exactly."""
-        return isinstance(criterion, dict) and criterion_from_row(row_from_criterion(criterion)) == criterion
-
-
-def criterion_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
-    kind = row.get("kind")
-    if not kind:
-        return None
-    criterion: dict[str, Any] = {"kind": kind}
-    for param in KIND_PARAMS.get(kind, ()):
-        value = row.get("path") if param == "field" else row.get(param)
-        if value in (None, "", []) or (param in _FLAGS and not value):
-            continue
-        criterion[param] = value
-    return criterion
-
-
-def row_from_criterion(criterion: dict[str, Any]) -> dict[str, Any]:
-    row = {key: value for key, value in criterion.items() if key in CriterionForm.base_fields}
-    if "field" in criterion:
-        row["path"] = criterion["field"]
-    return row
-
-
-class BaseCriterionFormSet(BaseFormSet[CriterionForm]):
-    def criteria(self) -> list[dict[str, Any]]:
-        return [criterion for form in self.forms if (criterion := form.criterion()) is not None]
-
-
-CriterionFormSet = formset_factory(CriterionForm, formset=BaseCriterionFormSet, extra=1)
-CRITERIA_PREFIX = "criterion"
 
 
 # -- packet <-> cleaned data -------------------------------------------------------------

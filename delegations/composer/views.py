@@ -30,9 +30,9 @@ from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
 from skills.models import Skill
 
+from .criteria_rows import KIND_PARAMS
 from .dry_run import DryRunForm, default_script, start_dry_run
 from .forms import (
-    KIND_PARAMS,
     OTHER_FIELD,
     PACKET_FIELDS,
     AdapterForm,
