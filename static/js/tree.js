@@ -175,15 +175,59 @@
     }
   }
 
-  // unsaved changes in a node's edit or add form: ask before leaving the page
+  // unsaved changes in a node's edit or add form: ask before leaving the page, and keep a
+  // draft in this browser (its version included, so a save over someone else's newer
+  // change is still refused) that comes back into the form after a closed tab or a crash
+  const draftKey = (form) => `handoff:tree-draft:${new URL(form.action, location.href).pathname}`;
+  const drafted = new WeakMap();
+  function keepDraft(form) {
+    clearTimeout(drafted.get(form));
+    drafted.set(form, setTimeout(() => {
+      const fields = [...new FormData(form).entries()]
+        .filter(([name, value]) => typeof value === "string" && name !== "csrfmiddlewaretoken");
+      try { localStorage.setItem(draftKey(form), JSON.stringify({ at: Date.now(), fields })); }
+      catch (error) { /* storage full or disabled: the guard still asks before leaving */ }
+    }, 400));
+  }
+  function dropDraft(form) {
+    clearTimeout(drafted.get(form));
+    localStorage.removeItem(draftKey(form));
+    delete form.dataset.dirty;
+  }
+  function restoreDrafts(root) {
+    for (const form of root.querySelectorAll("form[data-guard]")) {
+      let saved = null;
+      try { saved = JSON.parse(localStorage.getItem(draftKey(form)) || "null"); } catch (error) { saved = null; }
+      if (!saved || !Array.isArray(saved.fields) || form.dataset.dirty) continue;
+      for (const [name, value] of saved.fields) {
+        const field = form.elements.namedItem(name);
+        if (field && "value" in field && field.type !== "checkbox") field.value = value;
+      }
+      form.dataset.dirty = "true";
+      const details = form.closest("details");
+      if (details) details.open = true;
+      const note = document.createElement("p");
+      note.className = "help draft-note";
+      note.textContent = `Your unsaved draft from ${new Date(saved.at).toLocaleString()} is back in this form; save it or cancel.`;
+      form.prepend(note);
+    }
+  }
   document.addEventListener("input", (event) => {
     const form = event.target.closest && event.target.closest("form[data-guard]");
-    if (form) form.dataset.dirty = "true";
+    if (!form) return;
+    form.dataset.dirty = "true";
+    keepDraft(form);
   });
-  document.addEventListener("submit", (event) => { delete event.target.dataset.dirty; });
+  document.addEventListener("submit", (event) => {
+    if (event.target.matches("form[data-guard]")) dropDraft(event.target);
+  });
+  document.addEventListener("click", (event) => {
+    const cancel = event.target.closest && event.target.closest("form[data-guard] a");
+    if (cancel) dropDraft(cancel.closest("form"));   // "Cancel" means the draft goes too
+  });
   document.addEventListener("htmx:beforeRequest", (event) => {
     const form = event.detail.elt.closest && event.detail.elt.closest("form[data-guard]");
-    if (form) delete form.dataset.dirty;
+    if (form) dropDraft(form);
   });
   window.addEventListener("beforeunload", (event) => {
     if (document.querySelector("form[data-guard][data-dirty]")) event.preventDefault();
@@ -194,4 +238,5 @@
   document.addEventListener("click", onClick);
   document.addEventListener("htmx:afterSettle", () => setUp({ firstLoad: false }));
   setUp({ firstLoad: true });
+  if (panel()) restoreDrafts(panel());
 })();

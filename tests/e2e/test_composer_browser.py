@@ -116,3 +116,27 @@ def test_an_unsaved_draft_is_guarded_and_offered_back_after_the_page_is_left(
     offer.locator("[data-draft-restore]").click()
     assert page.locator("#id_goal").input_value() == "Plan the migration of the billing tables"
     assert offer.is_hidden()
+
+
+def test_a_tree_edit_left_unsaved_comes_back_as_a_draft(live_url: str, page: Any,
+                                                       composer: Any) -> None:
+    from delegations.composer.services import delegation_create
+
+    root = delegation_create(owner=composer, name="Caching study", packet=ROOT_PACKET)
+    child = delegation_create(owner=composer, name="reader", packet=FIRST_CHILD, parent=root)
+    login(page, live_url, composer.username)
+    page.goto(f"{live_url}/delegations/{root.pk}/tree/")
+    page.locator(f"#node-{child.pk} [data-action=edit]").click()
+    name = page.locator(f"#edit-{child.pk}-name")
+    name.fill("")
+    name.press_sequentially("reader of option a", delay=10)
+    page.wait_for_timeout(800)   # the draft is written a moment after the last keystroke
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.reload()
+    name.wait_for()
+    assert name.input_value() == "reader of option a"
+    assert "Your unsaved draft" in page.locator(f"#node-{child.pk} .draft-note").inner_text()
+    page.locator(f"#node-{child.pk} form[data-guard] button[type=submit]").click()
+    page.locator(f"#node-{child.pk} .node-name:has-text('reader of option a')").wait_for()
+    page.reload()
+    assert page.locator(".draft-note").count() == 0   # saved: the draft is gone
