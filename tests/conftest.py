@@ -35,6 +35,12 @@ def composer(django_user_model: Any) -> Any:
 
 
 @pytest.fixture
+def other_composer(django_user_model: Any) -> Any:
+    """A second composer, for what one person may not see or change of another's."""
+    return _make_user(django_user_model, "dave", "composers")
+
+
+@pytest.fixture
 def approver(django_user_model: Any) -> Any:
     return _make_user(django_user_model, "alice", "approvers")
 

@@ -56,6 +56,13 @@ def _get_root_for_user(request: HttpRequest, delegation_id: int) -> Delegation:
     return root
 
 
+def _node_in_tree(request: HttpRequest, delegation_id: int, node_id: int) -> tuple[Delegation, TreeNode, TreeNode]:
+    """The tree's root (the person's own), the tree as it is now, and one node of it."""
+    root = _get_root_for_user(request, delegation_id)
+    tree = load_tree(root)
+    return root, tree, _get_node(tree, node_id)
+
+
 def _get_node(tree: TreeNode, node_id: int) -> TreeNode:
     node = tree.find(node_id)
     if node is None:
@@ -217,8 +224,7 @@ def delegation_tree(request: HttpRequest, delegation_id: int) -> HttpResponse:
 
 @require_POST
 def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
-    root = _get_root_for_user(request, delegation_id)
-    node = _get_node(load_tree(root), node_id)
+    root, _, node = _node_in_tree(request, delegation_id, node_id)
     form = NodeEditForm(request.POST)
     if not form.is_valid():
         return _page(request, root, status=422, edit_id=node_id, edit_form=form, selected=node_id)
@@ -250,8 +256,7 @@ def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
 
 @require_POST
 def tree_child_add(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
-    root = _get_root_for_user(request, delegation_id)
-    parent = _get_node(load_tree(root), node_id)
+    root, _, parent = _node_in_tree(request, delegation_id, node_id)
     if parent.child_refused:
         return _refused(request, root, DelegationError(parent.child_refused, status=422))
     form = ChildForm(request.POST, parent=parent)
@@ -272,9 +277,7 @@ def tree_child_add(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
 
 @require_POST
 def tree_node_move(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
-    root = _get_root_for_user(request, delegation_id)
-    tree = load_tree(root)
-    node = _get_node(tree, node_id)
+    root, tree, node = _node_in_tree(request, delegation_id, node_id)
     history = TreeHistory(request.session, root)
     direction = request.POST.get("direction", "")
     try:
@@ -290,9 +293,7 @@ def tree_node_move(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
 
 @require_POST
 def tree_node_remove(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
-    root = _get_root_for_user(request, delegation_id)
-    tree = load_tree(root)
-    node = _get_node(tree, node_id)
+    root, tree, node = _node_in_tree(request, delegation_id, node_id)
     history = TreeHistory(request.session, root)
     ref = [node_id, node.delegation.version]
     try:

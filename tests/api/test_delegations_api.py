@@ -5,23 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from django.test import Client
 
-from delegations.accounts.roles import COMPOSERS
 from delegations.composer.services import delegation_create
 from delegations.models import Delegation, Run
 from tests.conftest import bearer
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def other_composer(django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="dave")
-    user.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
-    return user
 
 
 def send(client: Client, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:

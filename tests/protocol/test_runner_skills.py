@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
+import pytest
 import respx
 
 from delegations.protocol.adapters.scripted import ScriptedAdapter
@@ -119,14 +119,20 @@ def no_approval_settings(tmp_path: Path) -> RunnerSettings:
     return RunnerSettings(token_key=b"k" * 16, workspace_root=tmp_path / "runs", approval_required=frozenset())
 
 
+@pytest.fixture
+def quote() -> Any:
+    """The quote page every approval test fetches, answered without the network."""
+    with respx.mock:
+            yield
+
+
 def http_get_script() -> dict[str, Any]:
     return {"script": [call_turn("http_get", {"url": URL}), yield_turn({"price": 1.0})]}
 
 
-@respx.mock
+@pytest.mark.usefixtures("quote")
 async def test_a_skill_requiring_approval_sends_its_network_calls_to_the_gate_whatever_the_setting(
         sink: MemorySink, store: MemoryCheckpointStore, tmp_path: Path) -> None:
-    respx.get(URL).mock(return_value=httpx.Response(200, text="175.22"))
     gate = AutoGate()
     runner = Runner(sink=sink, gate=gate, checkpoints=store, settings=no_approval_settings(tmp_path))
     packet = parse_packet(root_packet(input_data={"query": "TSLA"}))
@@ -135,10 +141,9 @@ async def test_a_skill_requiring_approval_sends_its_network_calls_to_the_gate_wh
     assert [(r.kind, r.payload["capability"]) for r in gate.asked] == [("capability", "network_outbound")]
 
 
-@respx.mock
+@pytest.mark.usefixtures("quote")
 async def test_without_such_a_skill_the_settings_approval_set_decides(
         sink: MemorySink, store: MemoryCheckpointStore, tmp_path: Path) -> None:
-    respx.get(URL).mock(return_value=httpx.Response(200, text="175.22"))
     gate = AutoGate()
     runner = Runner(sink=sink, gate=gate, checkpoints=store, settings=no_approval_settings(tmp_path))
     # a deployment that lets a skill use the network without approval
@@ -150,10 +155,9 @@ async def test_without_such_a_skill_the_settings_approval_set_decides(
     assert gate.asked == []
 
 
-@respx.mock
+@pytest.mark.usefixtures("quote")
 async def test_a_child_of_a_run_whose_skill_requires_approval_asks_too(
         sink: MemorySink, store: MemoryCheckpointStore, tmp_path: Path) -> None:
-    respx.get(URL).mock(return_value=httpx.Response(200, text="175.22"))
     gate = AutoGate()
     runner = Runner(sink=sink, gate=gate, checkpoints=store, settings=no_approval_settings(tmp_path))
     child = {"label": "fetcher", "goal": "Fetch the quote", "instruction_set": "Fetch it.",
@@ -168,10 +172,9 @@ async def test_a_child_of_a_run_whose_skill_requires_approval_asks_too(
     assert request.run_id == child_id(sink, outcome.run_id)
 
 
-@respx.mock
+@pytest.mark.usefixtures("quote")
 async def test_a_resumed_run_keeps_its_skills_approval_rule(
         sink: MemorySink, store: MemoryCheckpointStore, tmp_path: Path) -> None:
-    respx.get(URL).mock(return_value=httpx.Response(200, text="175.22"))
     gate = ParkingGate()
     runner = Runner(sink=sink, gate=gate, checkpoints=store, settings=no_approval_settings(tmp_path))
     packet = parse_packet(root_packet(input_data={"query": "TSLA"}))

@@ -186,11 +186,11 @@ def test_findings_point_at_the_field_they_are_about():
 def test_the_checklist_prefill_is_editable():
     initial = new_initial(role="executor")
     data = submitted(ComposerForm(initial={**initial, "goal": "Implement the endpoint"}))
-    data["anti_laziness_checklist"] = "DO NOT leave any TODO comments in the code"
+    data["anti_laziness_checklist"] = "Run the linter before handing back\nKeep the public API as it is"
     bound = ComposerForm(data)
     assert bound.is_valid(), bound.errors
     assert packet_from_form(bound.cleaned_data)["anti_laziness_checklist"] == [
-        "DO NOT leave any TODO comments in the code"]
+        "Run the linter before handing back", "Keep the public API as it is"]
 
 
 def test_the_form_does_not_change_the_packet_it_was_given():

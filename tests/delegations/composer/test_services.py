@@ -6,10 +6,8 @@ import threading
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from django.db import connection
 
-from delegations.accounts.roles import COMPOSERS
 from delegations.composer.services import (
     DelegationError,
     StaleSave,
@@ -23,13 +21,6 @@ from delegations.models import Delegation, Run
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def other_composer(django_user_model: Any) -> Any:
-    user = django_user_model.objects.create_user(username="dave")
-    user.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
-    return user
 
 
 def save(owner: Any, name: str = "caching study", **extra: Any) -> Delegation:
