@@ -19,11 +19,13 @@ urlpatterns = [
     path("delegations/", composer.delegation_list, name="delegation_list"),
     path("delegations/new/", composer.delegation_new, name="delegation_new"),
     path("delegations/lint/", composer.delegation_lint, name="delegation_lint"),
+    path("delegations/fill/", composer.delegation_fill, name="delegation_fill"),
     path("delegations/<int:delegation_id>/", composer.delegation_edit, name="delegation_edit"),
     path("delegations/<int:delegation_id>/dry-run/", composer.delegation_dry_run, name="delegation_dry_run"),
     # a delegation's tree of child delegations, and what can be done to its nodes
     path("delegations/<int:delegation_id>/tree/", tree.delegation_tree, name="delegation_tree"),
     path("delegations/<int:delegation_id>/tree/run/", tree.tree_run, name="tree_run"),
+    path("delegations/<int:delegation_id>/tree/json/", tree.tree_json, name="tree_json"),
     path("delegations/<int:delegation_id>/tree/undo/", tree.tree_undo, name="tree_undo"),
     path("delegations/<int:delegation_id>/tree/redo/", tree.tree_redo, name="tree_redo"),
     path("delegations/<int:delegation_id>/tree/<int:node_id>/edit/", tree.tree_node_edit, name="tree_node_edit"),

@@ -386,8 +386,16 @@ class CapabilityChoice:
     known: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ParentScope:
+    """What the delegation above this one in its tree has: a child never gets more."""
+    name: str
+    capabilities: tuple[str, ...]
+
+
 class ComposerForm(forms.Form):
-    """The whole packet, plus the delegation's name and the version an edit is based on."""
+    """The whole packet, plus the delegation's name and the version an edit is based on.
+    ``parent`` limits the capabilities offered, and refuses more, to what the parent has."""
 
     required_css_class = "required"
 
@@ -407,10 +415,10 @@ class ComposerForm(forms.Form):
                            help_text="Everything in the packet this form has no field for, as JSON.")
 
     def __init__(self, data: Any = None, *, skill: Skill | None = None, initial: dict[str, Any] | None = None,
-                 **kwargs: Any) -> None:
+                 parent: ParentScope | None = None, **kwargs: Any) -> None:
         initial = dict(initial or {})
         kwargs.setdefault("label_suffix", "")
-        self.skill = skill
+        self.skill, self.parent = skill, parent
         self.input_fields = schema_fields(skill.input_schema) if skill is not None else None
         if self.input_fields is not None:
             initial = self._spread_input(initial)
@@ -438,14 +446,30 @@ class ComposerForm(forms.Form):
 
     def _offer_capabilities(self, data: Any, initial: dict[str, Any]) -> None:
         offered = list(self.skill.capabilities or []) if self.skill is not None else list(CAPABILITY_INFO)
+        if self.parent is not None:
+            offered = [name for name in offered if name in self.parent.capabilities]
         asked = data.getlist("capabilities") if hasattr(data, "getlist") else initial.get("capabilities") or []
         names = offered + [name for name in asked if name not in offered]
         self.capability_names = names
         field = self.fields["capabilities"]
         assert isinstance(field, CapabilitiesField)
         field.choices = [(name, name) for name in names]
-        if self.skill is not None:
-            field.help_text = f"The capabilities {self.skill.ref} declares."
+        declared = f"the capabilities {self.skill.ref} declares" if self.skill is not None else ""
+        if self.parent is not None:
+            field.help_text = (f"Only what {self.parent.name} has{' among ' + declared if declared else ''}: "
+                               "a child never gets more than its parent.")
+        elif declared:
+            field.help_text = declared[0].upper() + declared[1:] + "."
+
+    def clean_capabilities(self) -> list[str]:
+        chosen = list(self.cleaned_data.get("capabilities") or [])
+        beyond = [name for name in chosen if self.parent is not None and name not in self.parent.capabilities]
+        if beyond and self.parent is not None:
+            raise ValidationError(
+                f"{', '.join(beyond)} {'is' if len(beyond) == 1 else 'are'} beyond what {self.parent.name} has "
+                f"({', '.join(self.parent.capabilities) or 'no capabilities'}); a child gets at most its "
+                "parent's capabilities. Untick it, or give the parent the capability first.")
+        return chosen
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -533,10 +557,10 @@ class ImportForm(forms.Form):
     """A packet to fill the form with, in any dialect, pasted or as a file."""
 
     packet_json = forms.CharField(
-        required=False, max_length=PASTE_LIMIT, label="Paste a packet (JSON)",
-        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
-        help_text="delegate_task arguments, an agloop delegation, a HandoffPackage, a delegation "
-                  "contract or sessions_spawn parameters.")
+        required=False, max_length=PASTE_LIMIT, label="Packet",
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "mono"}),
+        help_text="Any dialect: delegate_task arguments, an agloop delegation, a HandoffPackage, a "
+                  "delegation contract or sessions_spawn parameters.")
     packet_file = forms.FileField(required=False, label="…or upload a .json file")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from delegations.accounts.roles import can_compose
 from delegations.composer.lint import lint_report
+from delegations.composer.tree import unique_label
 from delegations.models import Delegation, DelegationVersion, Run
 from delegations.runs.workflows import run_create
 
@@ -102,6 +103,24 @@ def _checked_packet(packet: Any) -> dict[str, Any]:
     return packet
 
 
+def _capabilities(packet: dict[str, Any]) -> list[str]:
+    canonical = lint_report(packet).packet or packet
+    return [str(name) for name in canonical.get("capabilities") or []]
+
+
+def _check_within_parent(packet: dict[str, Any], parent: Delegation | None) -> None:
+    """A child never gets a capability its parent lacks."""
+    if parent is None:
+        return
+    has = _capabilities(parent.packet_dict())
+    beyond = [name for name in _capabilities(packet) if name not in has]
+    if beyond:
+        raise DelegationError(
+            f"{', '.join(beyond)} {'is' if len(beyond) == 1 else 'are'} beyond what {parent.name} has "
+            f"({', '.join(has) or 'no capabilities'}); a child gets at most its parent's capabilities.",
+            status=422, details={"field": "capabilities"})
+
+
 def _checked_position(position: int) -> int:
     if not 0 <= position <= POSITION_MAX:
         raise DelegationError(f"Position {position} is out of range; use 0 to {POSITION_MAX}.",
@@ -136,6 +155,7 @@ def delegation_create(*, owner: Any, name: str, packet: dict[str, Any], parent: 
     name, packet = _clean_name(name), _checked_packet(packet)
     if parent is not None:
         _check_parent(None, parent, owner)
+        _check_within_parent(packet, parent)
     with transaction.atomic():
         delegation = Delegation.objects.create(
             name=name, packet=packet, parent=parent, template=template, owner=owner, updated_by=owner,
@@ -158,6 +178,7 @@ def delegation_update(*, delegation: Delegation, user: Any, base_version: int, n
         changes["name"] = _clean_name(name)
     if packet is not None:
         changes["packet"] = _checked_packet(packet)
+        _check_within_parent(packet, delegation.parent if parent is KEEP else parent)
     if template is not None:
         changes["template"] = template
     if parent is not KEEP:
@@ -188,6 +209,39 @@ def _stale(delegation: Delegation, base_version: int) -> DelegationError:
     diff = version_diff(current, base_version, current.version)
     return StaleSave(delegation=current, base_version=base_version, diff=diff,
                      current=current.versions.filter(number=current.version).select_related("saved_by").first())
+
+
+def split_planned(packet: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The packet without its ``planned_children``, and those children."""
+    packet = dict(packet)
+    planned = packet.pop("planned_children", None) or packet.pop("plannedChildren", None) or []
+    return packet, [child for child in planned if isinstance(child, dict)]
+
+
+def plant_children(*, parent: Delegation, planned: list[dict[str, Any]], user: Any) -> int:
+    """Make a packet's ``planned_children`` the parent's child delegations, the nodes the
+    tree editor draws: each one updates the child with its label (a kept version when it
+    changed), or becomes a new child after the last; their own planned children likewise.
+    Children the list does not name stay as they are. Returns how many nodes were
+    created or changed."""
+    existing = {child.packet_dict().get("label") or child.name: child
+                for child in parent.children.order_by("position", "pk")}
+    changed = 0
+    with transaction.atomic():
+        for entry in planned:
+            packet, grandchildren = split_planned(entry)
+            label = str(packet.get("label") or "").strip() or unique_label(str(packet.get("goal") or "")[:40], set(existing))
+            packet["label"] = label
+            child = existing.get(label)
+            if child is None:
+                child = delegation_create(owner=parent.owner, name=label[:NAME_MAX], packet=packet, parent=parent)
+                existing[label] = child
+                changed += 1
+            elif child.packet_dict() != packet:
+                child = delegation_update(delegation=child, user=user, base_version=child.version, packet=packet)
+                changed += 1
+            changed += plant_children(parent=child, planned=grandchildren, user=user)
+    return changed
 
 
 def delegation_delete(*, delegation: Delegation, user: Any) -> None:

@@ -9,6 +9,7 @@ is a plain POST that redirects to the tree; under htmx it answers with the tree 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -25,15 +26,20 @@ from delegations.accounts.roles import can_compose
 from delegations.models import Delegation
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lint import Severity
-from delegations.protocol.packet import SUBAGENT_TYPES
+from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
+from delegations.runs.forms import PASTE_LIMIT
 
 from .forms import AdapterForm, ComposerForm
 from .services import (
     NAME_MAX,
     DelegationError,
     StaleSave,
+    composed_packet,
     delegation_create,
     delegation_start_run,
+    delegation_update,
+    plant_children,
+    split_planned,
 )
 from .tree import SHOWN_AXES, TreeNode, child_packet, load_tree, unique_label
 from .tree_history import TreeHistory, apply_entry, move, save_fields, take_out
@@ -164,6 +170,7 @@ def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected
         "removed_name": last["subtree"]["name"] if last and last["kind"] == "remove" else "",
         "selected": selected or "",
         "adapter_form": AdapterForm(), "how_it_runs": HOW_IT_RUNS,
+        "tree_json": json.dumps(composed_packet(root), indent=2, ensure_ascii=False),
         "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
         "remove_id": None, **state,
     }
@@ -316,6 +323,40 @@ def tree_undo(request: HttpRequest, delegation_id: int) -> HttpResponse:
 def tree_redo(request: HttpRequest, delegation_id: int) -> HttpResponse:
     """Make again the change undone last."""
     return _step(request, delegation_id, forward=True)
+
+
+class TreeJsonForm(forms.Form):
+    packet_json = forms.CharField(max_length=PASTE_LIMIT, label="The tree as one packet",
+                                  widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "mono"}))
+    base_version = forms.IntegerField(widget=forms.HiddenInput)
+
+
+@require_POST
+def tree_json(request: HttpRequest, delegation_id: int) -> HttpResponse:
+    """Apply the tree's JSON as edited: the root's packet, and its ``planned_children`` as
+    the nodes under it (matched by label; each change a kept version; nodes the JSON does
+    not name stay)."""
+    root = _get_root_for_user(request, delegation_id)
+    form = TreeJsonForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, root, DelegationError("Paste the tree's JSON to apply it.", status=422))
+    try:
+        packet = parse_packet(form.cleaned_data["packet_json"]).to_dict()
+    except ProtocolError as error:
+        wrong = "; ".join(f"{issue.field or 'packet'}: {issue.message}" for issue in error.issues) or error.message
+        return _refused(request, root, DelegationError(
+            f"Nothing changed: Handoff could not read that as a packet ({wrong}).", status=422))
+    packet, planned = split_planned(packet)
+    try:
+        with transaction.atomic():
+            if packet != root.packet_dict():
+                delegation_update(delegation=root, user=request.user, packet=packet,
+                                  base_version=form.cleaned_data["base_version"])
+            changed = plant_children(parent=root, planned=planned, user=request.user)
+    except DelegationError as error:
+        return _refused(request, root, DelegationError(f"Nothing changed: {error.message}", status=error.status))
+    return _done(request, root, f"Applied the JSON to {root.name}: {changed} node{'s' if changed != 1 else ''} "
+                                "under it added or changed. Each keeps its earlier versions.")
 
 
 @require_POST

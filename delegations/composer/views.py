@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -38,6 +39,7 @@ from .forms import (
     AdapterForm,
     ComposerForm,
     ImportForm,
+    ParentScope,
     initial_from_packet,
     new_initial,
     packet_from_form,
@@ -49,6 +51,8 @@ from .services import (
     delegation_create,
     delegation_start_run,
     delegation_update,
+    plant_children,
+    split_planned,
 )
 from .starters import BY_KEY, STARTERS
 
@@ -172,11 +176,12 @@ def delegation_edit(request: HttpRequest, delegation_id: int) -> HttpResponse:
 
 def _saved_form(delegation: Delegation) -> tuple[ComposerForm, dict[str, Any]]:
     """The form filled with the delegation as saved, and its packet in canonical form."""
-    return _form_for(delegation.packet_dict(), name=delegation.name, template=delegation.template,
-                     base_version=delegation.version)
+    return _form_for(delegation.packet_dict(), delegation=delegation, name=delegation.name,
+                     template=delegation.template, base_version=delegation.version)
 
 
-def _form_for(stored: dict[str, Any], **fields: Any) -> tuple[ComposerForm, dict[str, Any]]:
+def _form_for(stored: dict[str, Any], *, delegation: Delegation | None = None,
+              **fields: Any) -> tuple[ComposerForm, dict[str, Any]]:
     """The form filled with a packet in any dialect and ``fields`` (name, template...), and
     the packet in canonical form."""
     initial: dict[str, Any]
@@ -188,16 +193,18 @@ def _form_for(stored: dict[str, Any], **fields: Any) -> tuple[ComposerForm, dict
     else:
         initial = initial_from_packet(packet)
     initial.update(fields)
-    return ComposerForm(skill=_skill_named(str(packet.get("skill") or "")), initial=initial), packet
+    return ComposerForm(skill=_skill_named(str(packet.get("skill") or "")), initial=initial,
+                        parent=_parent_scope(delegation)), packet
 
 
 @require_POST
 def delegation_lint(request: HttpRequest) -> HttpResponse:
     """The live lint panel, for the form as it stands (htmx posts it as the person types)."""
     _require_composer(request)
-    form = ComposerForm(request.POST, skill=_skill_named(request.POST.get("skill", "")))
     delegation_id = request.GET.get("delegation", "")
     delegation = _get_delegation_for_user(request, int(delegation_id)) if delegation_id.isdigit() else None
+    form = ComposerForm(request.POST, skill=_skill_named(request.POST.get("skill", "")),
+                        parent=_parent_scope(delegation))
     return render(request, "delegations/_lint_panel.html", _panel_context(form, _lint(form, delegation)))
 
 
@@ -205,7 +212,8 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
     action = request.POST.get("action", "check")
     if action == "import":
         return _import(request, delegation)
-    form = ComposerForm(request.POST, skill=_skill_named(request.POST.get("skill", "")))
+    form = ComposerForm(request.POST, skill=_skill_named(request.POST.get("skill", "")),
+                        parent=_parent_scope(delegation))
     adapter_form = AdapterForm(request.POST)
     report = _lint(form, delegation)
     valid = form.is_valid()
@@ -220,7 +228,7 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
         # a fresh form from the packet: what was typed, with an empty criterion row again
         initial = {**initial_from_packet(packet_from_form(form.cleaned_data)),
                    **{key: form.cleaned_data[key] for key in ("name", "template", "base_version", "copied_from")}}
-        form = ComposerForm(skill=form.skill, initial=initial)
+        form = ComposerForm(skill=form.skill, initial=initial, parent=form.parent)
     return _render(request, form, adapter_form=adapter_form, delegation=delegation, report=report,
                    status=200 if action == "check" else 422)
 
@@ -228,21 +236,24 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
 def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: AdapterForm,
                         delegation: Delegation | None, report: LintReport, *, run: bool) -> HttpResponse:
     cleaned = form.cleaned_data
-    packet = packet_from_form(cleaned)
+    # a tree pasted as one packet: its planned children become the nodes of its tree
+    packet, planned = split_planned(packet_from_form(cleaned))
     name = form.delegation_name() if run else cleaned["name"]
     try:
-        if delegation is None:
-            delegation = delegation_create(owner=request.user, name=name, packet=packet,
-                                           template=cleaned["template"],
-                                           copied_from=_template_for_user(request, cleaned["copied_from"]))
-        else:
-            delegation = delegation_update(delegation=delegation, user=request.user, name=name, packet=packet,
-                                           template=cleaned["template"], base_version=cleaned["base_version"] or 0)
+        with transaction.atomic():
+            if delegation is None:
+                delegation = delegation_create(owner=request.user, name=name, packet=packet,
+                                               template=cleaned["template"],
+                                               copied_from=_template_for_user(request, cleaned["copied_from"]))
+            else:
+                delegation = delegation_update(delegation=delegation, user=request.user, name=name, packet=packet,
+                                               template=cleaned["template"], base_version=cleaned["base_version"] or 0)
+            planted = plant_children(parent=delegation, planned=planned, user=request.user)
     except StaleSave as stale:
         # keep what was typed, now based on the current version, so saving again overwrites
         data = request.POST.copy()
         data["base_version"] = str(stale.current_version)
-        form = ComposerForm(data, skill=form.skill)
+        form = ComposerForm(data, skill=form.skill, parent=form.parent)
         form.is_valid()
         return _render(request, form, adapter_form=adapter_form, delegation=delegation, report=report,
                        stale=stale, status=409)
@@ -251,6 +262,9 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
         form.add_error(field if field in form.fields else None, error.message)
         return _render(request, form, adapter_form=adapter_form, delegation=delegation, report=report,
                        status=error.status)
+    if planted:
+        messages.info(request, f"Its planned children are nodes of its tree now ({planted} added or changed); "
+                               "open the tree to see and edit them.")
     if not run:
         messages.success(request, f"Saved {delegation.name} (version {delegation.version}).")
         return redirect(_edit_url(delegation))
@@ -266,22 +280,35 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
     return redirect("delegations:run_detail", run_id=started.pk)
 
 
-def _import(request: HttpRequest, delegation: Delegation | None) -> HttpResponse:
-    """Fill the form from a packet pasted or uploaded in any dialect."""
+def _read_import(request: HttpRequest) -> tuple[ImportForm, dict[str, Any] | None, list[dict[str, str]]]:
+    """The packet pasted or uploaded in any dialect, in canonical form, or what did not fit."""
     import_form = ImportForm(request.POST, request.FILES)
-    problems: list[dict[str, str]] = []
-    if import_form.is_valid():
-        try:
-            packet = parse_packet(import_form.cleaned_data["packet_json"]).to_dict()
-        except ProtocolError as error:
-            problems = [issue.as_dict() for issue in error.issues] or [{"field": "", "message": error.message}]
-        else:
-            initial = {**initial_from_packet(packet), "name": request.POST.get("name", ""),
-                       "template": bool(request.POST.get("template")),
-                       "base_version": request.POST.get("base_version") or None}
-            form = ComposerForm(skill=_skill_named(str(packet.get("skill") or "")), initial=initial)
-            messages.info(request, "The form is filled from the packet. Nothing is saved until you save.")
-            return _render(request, form, delegation=delegation, packet=packet)
+    if not import_form.is_valid():
+        return import_form, None, []
+    try:
+        packet = parse_packet(import_form.cleaned_data["packet_json"]).to_dict()
+    except ProtocolError as error:
+        return import_form, None, [issue.as_dict() for issue in error.issues] or [{"field": "", "message": error.message}]
+    return import_form, packet, []
+
+
+def _filled_form(request: HttpRequest, packet: dict[str, Any], delegation: Delegation | None) -> ComposerForm:
+    """The form filled from ``packet``, keeping what the packet does not hold: the
+    delegation's name, its template flag, the version it is based on and its template."""
+    keep = {"name": request.POST.get("name", ""), "template": bool(request.POST.get("template")),
+            "base_version": request.POST.get("base_version") or None,
+            "copied_from": request.POST.get("copied_from") or None}
+    return ComposerForm(skill=_skill_named(str(packet.get("skill") or "")),
+                        initial={**initial_from_packet(packet), **keep}, parent=_parent_scope(delegation))
+
+
+def _import(request: HttpRequest, delegation: Delegation | None) -> HttpResponse:
+    """Fill the form from a packet pasted or uploaded in any dialect (the JSON view's
+    "Fill the form" without scripts; with them, :func:`delegation_fill` does it as one types)."""
+    import_form, packet, problems = _read_import(request)
+    if packet is not None:
+        messages.info(request, "The form is filled from the packet. Nothing is saved until you save.")
+        return _render(request, _filled_form(request, packet, delegation), delegation=delegation, packet=packet)
     if delegation is not None:
         form, packet = _saved_form(delegation)
     else:
@@ -289,6 +316,22 @@ def _import(request: HttpRequest, delegation: Delegation | None) -> HttpResponse
         form = ComposerForm(initial=new_initial())
     return _render(request, form, delegation=delegation, packet=packet,
                    import_form=import_form, import_problems=problems, status=422)
+
+
+@require_POST
+def delegation_fill(request: HttpRequest) -> HttpResponse:
+    """The composer's form re-drawn from the JSON view as the person edits the packet there
+    (the JSON view posts it with the form's own fields). A packet that does not read answers
+    422 with what did not fit, and the form stays as it is."""
+    _require_composer(request)
+    delegation_id = request.GET.get("delegation", "")
+    delegation = _get_delegation_for_user(request, int(delegation_id)) if delegation_id.isdigit() else None
+    import_form, packet, problems = _read_import(request)
+    if packet is None:
+        return render(request, "delegations/composer.html#json_problems",
+                      {"import_form": import_form, "import_problems": problems}, status=422)
+    return _render(request, _filled_form(request, packet, delegation), delegation=delegation, packet=packet,
+                   adapter_form=AdapterForm(request.POST), template="delegations/composer.html#composer_form")
 
 
 # -- a dry run of one node ------------------------------------------------------------------
@@ -322,6 +365,15 @@ def _parent_packet(delegation: Delegation | None) -> dict[str, Any] | None:
     """The packet of the delegation above this one in its tree, which lint compares it with."""
     parent = delegation.parent if delegation is not None else None
     return parent.packet_dict() if parent is not None else None
+
+
+def _parent_scope(delegation: Delegation | None) -> ParentScope | None:
+    """What the delegation's parent in its tree has, which the form keeps it within."""
+    parent = delegation.parent if delegation is not None else None
+    if parent is None:
+        return None
+    packet = lint_report(parent.packet_dict()).packet or parent.packet_dict()
+    return ParentScope(parent.name, tuple(packet.get("capabilities") or ()))
 
 
 def _lint(form: ComposerForm, delegation: Delegation | None) -> LintReport:
@@ -361,18 +413,22 @@ def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] 
             report: LintReport | None = None, adapter_form: AdapterForm | None = None,
             delegation: Delegation | None = None, stale: StaleSave | None = None,
             import_form: ImportForm | None = None, import_problems: list[dict[str, str]] | None = None,
-            dry_run_form: DryRunForm | None = None, status: int = 200) -> HttpResponse:
+            dry_run_form: DryRunForm | None = None, status: int = 200,
+            template: str = "delegations/composer.html") -> HttpResponse:
     if report is None:
         report = _unbound_report(form, packet or {}, delegation)
     if delegation is not None and dry_run_form is None:
         dry_run_form = DryRunForm(prefix=DRY_RUN_PREFIX,
                                   initial={"adapter": "scripted", "script": default_script(report.packet or {})})
+    query = f"?delegation={delegation.pk}" if delegation else ""
+    panel = _panel_context(form, report)
     context = {
         "form": form, "skill": form.skill, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,
-        "stale": stale, "import_form": import_form or ImportForm(), "import_problems": import_problems or [],
+        "stale": stale, "import_problems": import_problems or [],
+        "import_form": import_form or ImportForm(initial={"packet_json": panel["packet_json"]}),
         "action_url": _edit_url(delegation) if delegation else reverse("delegations:delegation_new"),
-        "lint_url": reverse("delegations:delegation_lint") + (f"?delegation={delegation.pk}" if delegation else ""),
-        "kind_params": KIND_PARAMS, "dry_run_form": dry_run_form,
-        **_panel_context(form, report),
+        "lint_url": reverse("delegations:delegation_lint") + query,
+        "fill_url": reverse("delegations:delegation_fill") + query,
+        "kind_params": KIND_PARAMS, "dry_run_form": dry_run_form, **panel,
     }
-    return render(request, "delegations/composer.html", context, status=status)
+    return render(request, template, context, status=status)

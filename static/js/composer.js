@@ -1,24 +1,18 @@
 // The composer's small helpers: show the selected role's sections, add structured
 // criterion rows, show each row's parameters for its kind, focus the field a finding
-// names, keep the JSON view open across refreshes, copy the packet, keep a draft of what
-// is typed in this browser until it is saved (offered back after a closed tab or a
-// crash), warn before leaving with unsaved changes. Without this file
-// every section is reachable and "Check" re-renders the page.
+// names, keep the JSON view and the form in step both ways (the check refreshes the JSON
+// as one types in the form; typing in the JSON re-draws the form from the server), copy
+// and download the packet, keep a draft of what is typed in this browser until it is
+// saved (offered back after a closed tab or a crash), warn before leaving with unsaved
+// changes. Without this file every section is reachable, "Check" re-renders the page and
+// "Fill the form" fills it from the JSON.
 (function () {
   "use strict";
-  const form = document.getElementById("composer");
-  if (!form) return;
+  if (!document.getElementById("composer")) return;
+  const composer = function () { return document.getElementById("composer"); };
+  let dirty = false;
 
-  // -- sections for the role picked ------------------------------------------------
-  const role = form.querySelector("[name=subagent_type]");
-  function showRoleSections() {
-    form.querySelectorAll("[data-roles]").forEach(function (section) {
-      section.hidden = !section.dataset.roles.split(" ").includes(role.value);
-    });
-  }
-  if (role) role.addEventListener("change", showRoleSections);
-
-  // -- structured criteria -------------------------------------------------------------
+  // -- the form: role sections and structured criteria, wired again when it is re-drawn --
   const kinds = JSON.parse((document.getElementById("criterion-kinds") || {}).textContent || "{}");
   function showParams(row) {
     const kind = row.querySelector("select[name$='-kind']");
@@ -28,38 +22,41 @@
       cell.hidden = name !== "kind" && !wanted.includes(name);
     });
   }
-  const rows = document.getElementById("criterion-rows");
-  if (rows) {
-    rows.querySelectorAll(".criterion-row").forEach(showParams);
-    rows.addEventListener("change", function (event) {
-      if (event.target.matches("select[name$='-kind']")) showParams(event.target.closest(".criterion-row"));
-    });
-    const add = form.querySelector("[data-add-criterion]");
-    const template = document.getElementById("criterion-template");
-    const total = form.querySelector("[name=criterion-TOTAL_FORMS]");
-    add.hidden = false;
-    add.addEventListener("click", function () {
-      const index = Number(total.value);
-      const html = template.innerHTML.replace(/__prefix__/g, String(index));
-      rows.insertAdjacentHTML("beforeend", html);
-      total.value = String(index + 1);
-      const row = rows.lastElementChild;
-      showParams(row);
-      row.querySelector("select").focus();
+  function showRoleSections(form) {
+    const role = form.querySelector("[name=subagent_type]");
+    if (!role) return;
+    form.querySelectorAll("[data-roles]").forEach(function (section) {
+      section.hidden = !section.dataset.roles.split(" ").includes(role.value);
     });
   }
+  function wire(form) {
+    const role = form.querySelector("[name=subagent_type]");
+    if (role) role.addEventListener("change", function () { showRoleSections(form); });
+    const rows = form.querySelector("#criterion-rows");
+    if (rows) {
+      rows.querySelectorAll(".criterion-row").forEach(showParams);
+      rows.addEventListener("change", function (event) {
+        if (event.target.matches("select[name$='-kind']")) showParams(event.target.closest(".criterion-row"));
+      });
+      const add = form.querySelector("[data-add-criterion]");
+      const template = form.querySelector("#criterion-template");
+      const total = form.querySelector("[name=criterion-TOTAL_FORMS]");
+      add.hidden = false;
+      add.addEventListener("click", function () {
+        const index = Number(total.value);
+        rows.insertAdjacentHTML("beforeend", template.innerHTML.replace(/__prefix__/g, String(index)));
+        total.value = String(index + 1);
+        const row = rows.lastElementChild;
+        showParams(row);
+        row.querySelector("select").focus();
+      });
+    }
+    form.addEventListener("input", function () { dirty = true; scheduleDraft(); });
+    form.addEventListener("submit", function () { dirty = false; forgetDraft(); });
+  }
+  wire(composer());
 
-  // -- the check panel -----------------------------------------------------------------
-  let jsonOpen = false;
-  document.addEventListener("toggle", function (event) {
-    if (event.target.id === "json-view") jsonOpen = event.target.open;
-  }, true);
-  document.body.addEventListener("htmx:afterSwap", function () {
-    const view = document.getElementById("json-view");
-    if (view && jsonOpen) view.open = true;
-    wireCopy();
-  });
-
+  // -- findings focus their field --------------------------------------------------------
   function reveal(element) {
     for (let node = element; node; node = node.parentElement) {
       if (node.hidden) node.hidden = false;
@@ -77,45 +74,115 @@
     target.focus();
   });
 
-  function wireCopy() {
-    const button = document.querySelector("[data-copy]");
-    if (!button || !navigator.clipboard) return;
-    button.hidden = false;
-    button.addEventListener("click", function () {
-      const text = document.getElementById(button.dataset.copy).textContent;
-      const status = document.querySelector("[data-copy-status]");
-      navigator.clipboard.writeText(text).then(
+  // -- the JSON view, both ways ------------------------------------------------------------
+  const jsonForm = document.getElementById("json-form");
+  const editor = jsonForm && jsonForm.querySelector("[name=packet_json]");
+  const status = jsonForm && jsonForm.querySelector("[data-json-status]");
+  const problems = document.getElementById("json-problems");
+  let typedInJson = false;   // the editor holds the person's text: the check does not overwrite it
+  let filling = null;        // the fill request in flight, aborted by a newer one
+
+  function showPacket(text) {
+    if (!editor) return;
+    const download = jsonForm.querySelector("[data-download]");
+    if (download) download.href = "data:application/json;charset=utf-8," + encodeURIComponent(text);
+    if (!typedInJson) editor.value = text;
+  }
+  // each check brings the packet as the form stands: the JSON view follows the form
+  document.body.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target.id !== "lint-panel") return;
+    const latest = document.getElementById("packet-latest");
+    if (latest) showPacket(JSON.parse(latest.textContent));
+  });
+  // a person typing in the form takes the JSON view back over
+  document.addEventListener("input", function (event) {
+    if (composer() && composer().contains(event.target)) typedInJson = false;
+  });
+
+  function fill() {
+    if (filling) filling.abort();
+    filling = new AbortController();
+    const body = new FormData(composer());
+    body.set("packet_json", editor.value);
+    status.textContent = "Reading the packet…";
+    fetch(jsonForm.dataset.fillUrl, {
+      method: "POST", body: body, signal: filling.signal,
+      headers: { "X-CSRFToken": body.get("csrfmiddlewaretoken") },
+    }).then(function (response) {
+      return response.text().then(function (html) { return { ok: response.ok, status: response.status, html: html }; });
+    }).then(function (answer) {
+      if (answer.status === 422) {
+        problems.innerHTML = answer.html;
+        status.textContent = "The form keeps what it held until the JSON reads as a packet.";
+        return;
+      }
+      if (!answer.ok) { status.textContent = "Could not read the packet (" + answer.status + "); try again."; return; }
+      problems.innerHTML = "";
+      replaceForm(answer.html);
+      status.textContent = "The form follows the JSON.";
+      dirty = true;
+      scheduleDraft();
+    }).catch(function (error) {
+      if (error.name !== "AbortError") status.textContent = "Could not reach the server; the form is unchanged.";
+    });
+  }
+  function replaceForm(html) {
+    const holder = document.createElement("div");
+    holder.innerHTML = html;
+    const fresh = holder.querySelector("#composer");
+    if (!fresh) return;
+    composer().replaceWith(fresh);
+    if (window.htmx) window.htmx.process(fresh);
+    wire(fresh);
+    showRoleSections(fresh);
+    fresh.dispatchEvent(new Event("change", { bubbles: true }));   // the check runs for the new form
+  }
+  if (editor) {
+    let pending = null;
+    editor.addEventListener("input", function () {
+      typedInJson = true;
+      clearTimeout(pending);
+      pending = setTimeout(fill, 400);
+    });
+    // with scripts the "Fill the form" button fills in place too
+    jsonForm.addEventListener("submit", function (event) {
+      if (jsonForm.querySelector("[name=packet_file]").files.length) return;   // an upload posts the page
+      event.preventDefault();
+      typedInJson = true;
+      fill();
+    });
+  }
+
+  const copy = document.querySelector("[data-copy]");
+  if (copy && navigator.clipboard) {
+    copy.hidden = false;
+    copy.addEventListener("click", function () {
+      navigator.clipboard.writeText(document.getElementById(copy.dataset.copy).value).then(
         function () { status.textContent = "Copied."; },
         function () { status.textContent = "Could not copy; select the text instead."; });
     });
   }
-  wireCopy();
 
   // -- drafts and the unsaved-changes guard --------------------------------------------
   // One draft per page (a delegation's version, or a new one from the same start): the
   // form's fields as name/value pairs, written a moment after the last keystroke.
   const draftKey = "handoff:draft:" + location.pathname + location.search + ":" +
-    ((form.querySelector("[name=base_version]") || {}).value || "new");
-  let dirty = false;
-  let pending = null;
+    ((composer().querySelector("[name=base_version]") || {}).value || "new");
+  let draftTimer = null;
   function fields() {
-    return Array.from(new FormData(form).entries())
+    return Array.from(new FormData(composer()).entries())
       .filter(function (pair) { return typeof pair[1] === "string" && pair[0] !== "csrfmiddlewaretoken"; });
   }
-  function writeDraft() {
-    try {
-      localStorage.setItem(draftKey, JSON.stringify({ at: Date.now(), fields: fields() }));
-    } catch (error) { /* storage full or disabled: the guard below still warns */ }
+  function scheduleDraft() {
+    clearTimeout(draftTimer);
+    draftTimer = setTimeout(function () {
+      try {
+        localStorage.setItem(draftKey, JSON.stringify({ at: Date.now(), fields: fields() }));
+      } catch (error) { /* storage full or disabled: the guard below still warns */ }
+    }, 500);
   }
-  form.addEventListener("input", function () {
-    dirty = true;
-    clearTimeout(pending);
-    pending = setTimeout(writeDraft, 500);
-  });
-  form.addEventListener("submit", function () {
-    dirty = false;
-    localStorage.removeItem(draftKey);
-  });
+  function forgetDraft() { clearTimeout(draftTimer); localStorage.removeItem(draftKey); }
+  if (jsonForm) jsonForm.addEventListener("submit", function () { dirty = false; });
   window.addEventListener("beforeunload", function (event) {
     if (dirty) { event.preventDefault(); event.returnValue = ""; }
   });
@@ -127,6 +194,7 @@
     offer.querySelector("[data-draft-time]").textContent = new Date(saved.at).toLocaleString();
     offer.hidden = false;
     offer.querySelector("[data-draft-restore]").addEventListener("click", function () {
+      const form = composer();
       const byName = {};
       saved.fields.forEach(function (pair) { (byName[pair[0]] = byName[pair[0]] || []).push(pair[1]); });
       Array.from(form.elements).forEach(function (element) {
@@ -137,13 +205,13 @@
           Array.from(element.options).forEach(function (option) { option.selected = values.includes(option.value); });
         } else element.value = values[0];
       });
-      showRoleSections();
+      showRoleSections(form);
       offer.hidden = true;
       dirty = true;
       form.dispatchEvent(new Event("change", { bubbles: true }));   // the check runs on it
     });
     offer.querySelector("[data-draft-discard]").addEventListener("click", function () {
-      localStorage.removeItem(draftKey);
+      forgetDraft();
       offer.hidden = true;
     });
   }

@@ -140,3 +140,35 @@ def test_a_tree_edit_left_unsaved_comes_back_as_a_draft(live_url: str, page: Any
     page.locator(f"#node-{child.pk} .node-name:has-text('reader of option a')").wait_for()
     page.reload()
     assert page.locator(".draft-note").count() == 0   # saved: the draft is gone
+
+
+def test_the_json_view_and_the_form_follow_each_other(live_url: str, page: Any, composer: Any) -> None:
+    login(page, live_url, composer.username)
+    page.goto(f"{live_url}/delegations/new/?role=researcher")
+    editor = page.locator("#id_packet_json")
+
+    # the form leads: what is typed reaches the JSON view with the next check
+    page.fill("#id_goal", "Summarise the three caching options for the team")
+    page.wait_for_function(
+        "() => document.querySelector('#id_packet_json').value.includes('Summarise the three caching options')")
+
+    # the JSON leads: an edit there re-draws the form, role sections included
+    packet = json.loads(editor.input_value())
+    packet.update(goal="Review the caching module for thread safety", subagent_type="planner",
+                  planner_params={"constraints": ["no new dependencies"]})
+    editor.fill(json.dumps(packet, indent=2))
+    page.wait_for_function(
+        "() => document.querySelector('#id_goal').value === 'Review the caching module for thread safety'")
+    assert page.locator("#id_subagent_type").input_value() == "planner"
+    constraints = page.locator("#id_planner_params__constraints")
+    assert constraints.is_visible() and "no new dependencies" in constraints.input_value()
+    assert "The form follows the JSON." in page.locator("[data-json-status]").inner_text()
+
+    # JSON that does not read keeps the form and says why
+    editor.fill('{"goal": 42}')
+    page.locator("#json-problems").filter(has_text="could not read this").wait_for()
+    assert page.locator("#id_goal").input_value() == "Review the caching module for thread safety"
+
+    # and the re-drawn form still drives the check and the JSON view
+    page.fill("#id_goal", "Review the cache for races")
+    page.wait_for_function("() => document.querySelector('#id_packet_json').value.includes('Review the cache for races')")

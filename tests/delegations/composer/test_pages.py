@@ -4,6 +4,7 @@ saving (and a stale save) and running, as a person in a browser would use them."
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from typing import Any
 
@@ -104,6 +105,14 @@ def form_data(response: Any, form_id: str = "composer", **changes: Any) -> dict[
         else:
             data[name] = value
     return data
+
+
+def checked_packet(response: Any) -> dict[str, Any]:
+    """The packet a check answered with, as the JSON view receives it."""
+    latest = re.search(r'<script id="packet-latest" type="application/json">(.*?)</script>',
+                       response.content.decode(), re.S)
+    assert latest is not None, "the check panel carries no packet"
+    return json.loads(json.loads(latest.group(1)))
 
 
 def page(response: Any) -> str:
@@ -240,16 +249,55 @@ def test_a_structured_criterion_row_becomes_part_of_the_packet(composer_client):
     start = composer_client.get(f"{NEW}?role=coder")
     data = form_data(start, goal="Summarize the design doc", **{
         "criterion-0-kind": "word_count", "criterion-0-path": "summary", "criterion-0-min": "50"})
-    text = page(composer_client.post(LINT, data))
-    assert "&quot;kind&quot;: &quot;word_count&quot;" in text and "&quot;min&quot;: 50" in text
+    packet = checked_packet(composer_client.post(LINT, data))
+    assert {"kind": "word_count", "field": "summary", "min": 50} in packet["success_criteria"]
 
 
 # -- the JSON view and importing ------------------------------------------------------------
 
+def test_each_check_carries_the_packet_for_the_json_view(composer_client):
+    assert checked_packet(composer_client.post(LINT, form_data(composer_client.get(f"{NEW}?role=researcher"))))[
+        "subagent_type"] == "researcher"
+
+
 def test_the_json_view_shows_the_canonical_packet_with_copy_and_download(composer_client):
-    text = _lint(composer_client)
-    assert 'id="packet-json"' in text and "&quot;subagent_type&quot;: &quot;researcher&quot;" in text
+    text = page(composer_client.get(f"{NEW}?role=researcher"))
+    editor = re.search(r'<textarea name="packet_json"[^>]*>(.*?)</textarea>', text, re.S)
+    assert editor is not None and "&quot;subagent_type&quot;: &quot;researcher&quot;" in editor.group(1)
     assert 'download="packet.json"' in text and "data-copy=" in text
+
+
+FILL = reverse("delegations:delegation_fill")
+
+
+def test_editing_the_json_redraws_the_form_and_keeps_the_name(composer_client):
+    start = composer_client.get(f"{NEW}?role=coder")
+    packet = {**examples.AGLOOP_EXECUTOR}
+    response = composer_client.post(FILL, form_data(start, name="From the JSON view",
+                                                    packet_json=json.dumps(packet)))
+    assert response.status_code == 200
+    text = page(response)
+    assert "src/api/handlers/search.ts" in text and 'value="From the JSON view"' in text
+    assert "<html" not in text   # only the form, for the page to put in place
+
+
+def test_json_that_does_not_read_as_a_packet_keeps_the_form_and_says_why(composer_client):
+    start = composer_client.get(f"{NEW}?role=coder")
+    response = composer_client.post(FILL, form_data(start, packet_json='{"goal": 42, "budget": "lots"}'))
+    assert response.status_code == 422
+    text = page(response)
+    assert "Handoff could not read this as a hand-off packet." in text and "budget" in text
+    assert 'id="composer"' not in text
+
+
+def test_a_saved_delegation_filled_from_json_keeps_its_version_and_template(composer_client, composer):
+    _save(composer_client, name="Saved", goal="Refactor the login handler")
+    delegation = Delegation.objects.get(name="Saved")
+    start = composer_client.get(reverse("delegations:delegation_edit", args=[delegation.pk]))
+    text = page(composer_client.post(f"{FILL}?delegation={delegation.pk}",
+                                     form_data(start, packet_json=json.dumps(examples.DELEGATION_CONTRACT))))
+    assert examples.CONTRACT_GOAL in text
+    assert f'name="base_version" value="{delegation.version}"' in text
 
 
 @pytest.mark.parametrize("name, check", [
@@ -402,3 +450,25 @@ def test_the_composer_names_the_skill_it_starts_from_and_links_to_that_version(c
     html = composer_client.get("/delegations/new/?skill=price-research").content.decode()
     assert ('With the skill <a href="/skills/price-research/1.2.0/" class="mono">'
             'price-research@1.2.0</a>.') in html
+
+
+# -- a child delegation stays within its parent -------------------------------------------------
+
+def test_a_childs_composer_offers_only_its_parents_capabilities_and_refuses_more(composer_client, composer):
+    from delegations.composer.services import delegation_create
+    from tests.delegations import scripts
+
+    parent = delegation_create(owner=composer, name="Lead", packet=scripts.packet(capabilities=["web_search"]))
+    child = delegation_create(owner=composer, name="Helper", parent=parent,
+                              packet=scripts.packet(label="helper", depth=1, capabilities=["web_search"]))
+    url = reverse("delegations:delegation_edit", args=[child.pk])
+    start = composer_client.get(url)
+    text = page(start)
+    assert 'value="web_search"' in text and 'value="file_write"' not in text
+    assert "Only what Lead has: a child never gets more than its parent." in text
+
+    response = composer_client.post(url, form_data(start, action="save", capabilities=["web_search", "file_write"]))
+    assert response.status_code == 422
+    assert "file_write is beyond what Lead has (web_search)" in page(response)
+    child.refresh_from_db()
+    assert child.version == 1

@@ -229,3 +229,24 @@ def test_a_delegation_tree_runs_as_one_root_run_whose_model_starts_the_children_
     assert run.state == "COMPLETE", run.error
     [spawned] = Run.objects.filter(parent=run)
     assert spawned.label == "pricer" and spawned.packet["goal"] == "Read the price"
+
+
+# -- a child stays within its parent ------------------------------------------------------------
+
+def test_a_child_asking_for_a_capability_its_parent_lacks_is_refused_with_the_reason(composer: Any) -> None:
+    parent = save(composer, packet=scripts.packet(capabilities=["web_search"]))
+    with pytest.raises(DelegationError) as refused:
+        save(composer, "child", parent=parent, packet=scripts.packet(capabilities=["web_search", "file_write"]))
+    assert refused.value.status == 422 and refused.value.details["field"] == "capabilities"
+    assert "file_write is beyond what caching study has (web_search)" in refused.value.message
+    assert not parent.children.exists()
+
+
+def test_a_child_within_its_parent_is_saved_and_an_edit_beyond_it_is_refused(composer: Any) -> None:
+    parent = save(composer, packet=scripts.packet(capabilities=["web_search", "file_read"]))
+    child = save(composer, "child", parent=parent, packet=scripts.packet(capabilities=["file_read"]))
+    with pytest.raises(DelegationError, match="financial_tx is beyond"):
+        delegation_update(delegation=child, user=composer, base_version=child.version,
+                          packet=scripts.packet(capabilities=["financial_tx"]))
+    child.refresh_from_db()
+    assert child.version == 1

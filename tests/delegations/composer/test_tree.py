@@ -3,6 +3,7 @@ and putting back nodes, undoing and redoing each change, running the tree, and w
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -438,3 +439,77 @@ def test_a_node_outside_the_tree_is_not_found(composer_client: Any, composer: An
 
 def test_someone_without_the_composer_role_is_refused(outsider_client: Any, root: Delegation) -> None:
     assert outsider_client.get(tree_url(root)).status_code == 403
+
+
+# -- the tree as JSON ------------------------------------------------------------------------
+
+def _tree_json(client: Any, root: Delegation) -> dict[str, Any]:
+    text = client.get(tree_url(root)).content.decode()
+    start = text.index('id="tree-json-text"')
+    body = text[text.index(">", start) + 1:text.index("</textarea>", start)]
+    return json.loads(html.unescape(body))
+
+
+def test_the_tree_page_shows_the_whole_tree_as_one_packet(composer_client: Any, composer: Any,
+                                                          root: Delegation) -> None:
+    first = add(composer, "first", root, goal="Read option a")
+    add(composer, "deep", first, goal="Read the appendix")
+    packet = _tree_json(composer_client, root)
+    assert [child["label"] for child in packet["planned_children"]] == ["first"]
+    assert packet["planned_children"][0]["planned_children"][0]["goal"] == "Read the appendix"
+
+
+def test_applying_edited_json_updates_matching_nodes_and_adds_new_ones(composer_client: Any, composer: Any,
+                                                                       root: Delegation) -> None:
+    first = add(composer, "first", root, goal="Read option a", budget={"max_model_calls": 4})
+    packet = _tree_json(composer_client, root)
+    packet["goal"] = "Pick a cache for the session store"
+    packet["planned_children"][0]["goal"] = "Read option a closely"
+    packet["planned_children"].append({**packet["planned_children"][0], "label": "second",
+                                       "goal": "Read option b"})
+    response = composer_client.post(tree_url(root, "json/"), {"packet_json": json.dumps(packet),
+                                                              "base_version": root.version})
+    assert response.status_code == 302
+    root.refresh_from_db()
+    first.refresh_from_db()
+    assert root.packet_dict()["goal"] == "Pick a cache for the session store" and root.version == 2
+    assert "planned_children" not in root.packet_dict()   # the children are nodes, not packet text
+    assert first.packet_dict()["goal"] == "Read option a closely" and first.version == 2
+    second = root.children.get(name="second")
+    assert second.packet_dict()["goal"] == "Read option b" and second.position > first.position
+
+
+def test_json_that_does_not_read_changes_nothing_and_says_why(composer_client: Any, root: Delegation) -> None:
+    response = composer_client.post(tree_url(root, "json/"), {"packet_json": '{"goal": 42}',
+                                                              "base_version": root.version}, **HTMX)
+    assert response.status_code == 422
+    assert "Nothing changed: Handoff could not read that as a packet" in response.content.decode()
+    root.refresh_from_db()
+    assert root.version == 1
+
+
+def test_applying_json_on_a_stale_version_is_refused(composer_client: Any, composer: Any,
+                                                     root: Delegation) -> None:
+    packet = _tree_json(composer_client, root)
+    delegation_update(delegation=root, user=composer, base_version=1, name="renamed meanwhile")
+    packet["goal"] = "Something else"
+    response = composer_client.post(tree_url(root, "json/"), {"packet_json": json.dumps(packet),
+                                                              "base_version": 1}, **HTMX)
+    assert response.status_code == 409
+    assert "Nothing changed" in response.content.decode()
+    root.refresh_from_db()
+    assert root.packet_dict()["goal"] != "Something else"
+
+
+def test_a_tree_pasted_into_the_composer_is_saved_as_nodes(composer_client: Any, composer: Any) -> None:
+    from tests.delegations.composer.test_pages import form_data
+
+    tree = scripts.packet(label="top", goal="Plan the migration", budget={"max_model_calls": 10},
+                          planned_children=[scripts.packet(label="reader", goal="Read the schema", depth=1,
+                                                           budget={"max_model_calls": 3})])
+    filled = composer_client.post("/delegations/new/", {"action": "import", "packet_json": json.dumps(tree)})
+    response = composer_client.post("/delegations/new/", form_data(filled, action="save", name="Migration"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    saved = Delegation.objects.get(name="Migration")
+    assert "planned_children" not in saved.packet_dict()
+    assert [child.packet_dict()["goal"] for child in saved.children.all()] == ["Read the schema"]
