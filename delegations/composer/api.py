@@ -300,11 +300,14 @@ def update_delegation(request: HttpRequest, delegation_id: int, body: Delegation
     return delegation_detail(delegation)
 
 
-@router.delete("/{delegation_id}", response={204: None, 403: ErrorOut, 404: ErrorOut},
+@router.delete("/{delegation_id}", response={204: None, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
                summary="Delete a delegation and its subtree")
-def delete_delegation(request: HttpRequest, delegation_id: int) -> Status[None]:
+def delete_delegation(request: HttpRequest, delegation_id: int,
+                      base_version: int | None = Query(None, ge=1, le=ID_MAX, description=(
+                          "The version you are deleting; when someone saved since, nothing is deleted "
+                          "and the answer is 409 with who saved and a diff."))) -> Status[None]:
     """Runs made from them stay, with the packets they were given."""
-    delegation_delete(delegation=_visible(request, delegation_id), user=request.user)
+    delegation_delete(delegation=_visible(request, delegation_id), user=request.user, base_version=base_version)
     return Status(204, None)
 
 

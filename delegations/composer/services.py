@@ -244,10 +244,17 @@ def plant_children(*, parent: Delegation, planned: list[dict[str, Any]], user: A
     return changed
 
 
-def delegation_delete(*, delegation: Delegation, user: Any) -> None:
-    """Delete the delegation with its whole subtree; runs made from them keep their packets."""
+def delegation_delete(*, delegation: Delegation, user: Any, base_version: int | None = None) -> None:
+    """Delete the delegation with its whole subtree; runs made from them keep their packets.
+    With ``base_version``, only while it is still at that version (else :class:`StaleSave`)."""
     _require_editor(delegation, user)
-    delegation.delete()
+    with transaction.atomic():
+        current = Delegation.objects.select_for_update().filter(pk=delegation.pk).first()
+        if current is None:
+            return   # deleted meanwhile: what was asked for holds
+        if base_version is not None and current.version != base_version:
+            raise _stale(current, base_version)
+        current.delete()
 
 
 # -- history -------------------------------------------------------------------------------------

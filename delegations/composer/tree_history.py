@@ -24,7 +24,6 @@ def parent_node(tree: TreeNode, node: TreeNode) -> TreeNode:
     return parent
 
 HISTORY_LIMIT = 50
-OPPOSITE = {"up": "down", "down": "up"}
 
 Ref = tuple[int, int]   # a delegation's id and the version a history entry expects it at
 
@@ -33,7 +32,7 @@ class TreeHistory:
     """The page's undo and redo stacks for one tree, kept in the session (the last
     :data:`HISTORY_LIMIT` changes). An entry is a JSON dict: its ``kind`` (edit, add, move,
     remove), ``what`` it did in words, and the ``node`` it changed as ``[id, version]``;
-    an edit keeps the ``before`` and ``after`` name and goal, a move its ``direction``,
+    an edit keeps the ``before`` and ``after`` name and goal, a move the places it went ``from`` and ``to``,
     and a node out of the tree the ``parent`` id, ``index`` and ``subtree`` to re-create it.
 
     Each step is checked against the version its entry expects, so a node saved elsewhere
@@ -97,16 +96,21 @@ def save_fields(node: TreeNode, fields: dict[str, str], user: Any, history: Tree
     return saved
 
 
-def move(tree: TreeNode, ref: list[int], direction: str, user: Any, history: TreeHistory) -> TreeNode:
-    """Swap a node with its sibling above (``up``) or below (``down``)."""
+def sibling_index(tree: TreeNode, node: TreeNode) -> int:
+    return parent_node(tree, node).children.index(node)
+
+
+def move(tree: TreeNode, ref: list[int], to: int, user: Any, history: TreeHistory) -> TreeNode:
+    """Put a node at place ``to`` (0 first) among its siblings, the others keeping their order."""
     node = _current(tree, ref)
-    step = {"up": -1, "down": 1}.get(direction)
     siblings = [child.delegation for child in parent_node(tree, node).children]
     index = siblings.index(node.delegation)
-    if step is None or not 0 <= index + step < len(siblings):
-        raise DelegationError(f"{node.delegation.name} cannot move {direction or 'there'}; "
-                              "it is already at that end of its siblings.")
-    siblings[index], siblings[index + step] = siblings[index + step], siblings[index]
+    if to == index:
+        raise DelegationError(f"{node.delegation.name} is already there: place {to + 1} of {len(siblings)}.")
+    if not 0 <= to < len(siblings):
+        end = "first" if to < 0 else "last"
+        raise DelegationError(f"{node.delegation.name} cannot move there; it is already {end} among its siblings.")
+    siblings.insert(to, siblings.pop(index))
     _renumber(siblings, user, history)
     return node
 
@@ -154,8 +158,10 @@ def apply_entry(entry: dict[str, Any], *, forward: bool, tree: TreeNode, user: A
         return save_fields(node, entry["after" if forward else "before"], user, history,
                             base_version=entry["node"][1]).pk
     if kind == "move":
-        direction = entry["direction"] if forward else OPPOSITE[entry["direction"]]
-        return move(tree, entry["node"], direction, user, history).delegation.pk
+        place = entry.get("to" if forward else "from")
+        if not isinstance(place, int):
+            raise DelegationError("it was recorded by an earlier version of this page.", status=409)
+        return move(tree, entry["node"], place, user, history).delegation.pk
     if forward == (kind == "remove"):   # redoing a removal, or undoing an addition
         entry.update(take_out(tree, entry["node"], user, history))
         return int(entry["parent"])

@@ -42,7 +42,7 @@ from .services import (
     split_planned,
 )
 from .tree import SHOWN_AXES, TreeNode, child_packet, load_tree, unique_label
-from .tree_history import TreeHistory, apply_entry, move, save_fields, take_out
+from .tree_history import TreeHistory, apply_entry, move, save_fields, sibling_index, take_out
 
 COMPOSE_REFUSED = ("Editing a delegation's tree needs the composer role. Ask an admin to add you to "
                    "the “composers” group.")
@@ -284,18 +284,30 @@ def tree_child_add(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
 
 @require_POST
 def tree_node_move(request: HttpRequest, delegation_id: int, node_id: int) -> HttpResponse:
+    """Move a node one place ``up`` or ``down`` (the buttons, Alt+arrows), or ``to`` a place
+    among its siblings (dragging it)."""
     root, tree, node = _node_in_tree(request, delegation_id, node_id)
     history = TreeHistory(request.session, root)
-    direction = request.POST.get("direction", "")
+    index = sibling_index(tree, node)
+    direction, to = request.POST.get("direction", ""), request.POST.get("to", "")
+    if direction in ("up", "down"):
+        target = index + (-1 if direction == "up" else 1)
+    elif to.isdigit():
+        target = int(to)
+    else:
+        return _refused(request, root, DelegationError(
+            "Say where to move it: direction up or down, or to, its new place among its siblings (0 is first).",
+            status=422))
     try:
         with transaction.atomic():
-            move(tree, [node_id, node.delegation.version], direction, request.user, history)
+            move(tree, [node_id, node.delegation.version], target, request.user, history)
     except DelegationError as error:
         return _refused(request, root, error)
-    history.record({"kind": "move", "what": f"moving {node.delegation.name} {direction}",
-                    "node": [node_id, node.delegation.version], "direction": direction})
+    where = direction or f"to place {target + 1}"
+    history.record({"kind": "move", "what": f"moving {node.delegation.name} {where}",
+                    "node": [node_id, node.delegation.version], "from": index, "to": target})
     history.keep()
-    return _done(request, root, f"Moved {node.delegation.name} {direction}.", selected=node_id)
+    return _done(request, root, f"Moved {node.delegation.name} {where}.", selected=node_id)
 
 
 @require_POST

@@ -150,6 +150,7 @@
     const root = panel();
     if (!root) return;
     const collapsed = collapsedIds(root);
+    for (const handle of root.querySelectorAll(".drag-handle")) handle.hidden = false;
     for (const item of items(root)) {
       if (!group(item)) continue;
       card(item).querySelector("[data-toggle]").hidden = false;
@@ -231,6 +232,54 @@
   });
   window.addEventListener("beforeunload", (event) => {
     if (document.querySelector("form[data-guard][data-dirty]")) event.preventDefault();
+  });
+
+  // drag a node by its handle to another place among its siblings; dropping posts the
+  // same move the Up / Down buttons do, with the new place, and the panel comes back
+  let dragged = null;
+  const siblingsOf = (item) => [...item.parentElement.children].filter((li) => li.matches('[role="treeitem"]'));
+  function dropPlace(event) {
+    const over = event.target.closest && event.target.closest('[role="treeitem"]');
+    if (!dragged || !over || over === dragged || over.parentElement !== dragged.parentElement) return null;
+    const box = card(over).getBoundingClientRect();
+    const after = event.clientY > box.top + box.height / 2;
+    return { over, after };
+  }
+  function clearMarks() {
+    for (const marked of document.querySelectorAll(".drop-before, .drop-after")) {
+      marked.classList.remove("drop-before", "drop-after");
+    }
+  }
+  document.addEventListener("dragstart", (event) => {
+    const handle = event.target.closest && event.target.closest(".drag-handle");
+    if (!handle) return;
+    dragged = handle.closest('[role="treeitem"]');
+    dragged.classList.add("dragging");
+    event.dataTransfer.effectAllowed = "move";
+    event.dataTransfer.setData("text/plain", dragged.dataset.node);
+  });
+  document.addEventListener("dragover", (event) => {
+    const place = dropPlace(event);
+    clearMarks();
+    if (!place) return;
+    event.preventDefault();
+    place.over.classList.add(place.after ? "drop-after" : "drop-before");
+  });
+  document.addEventListener("drop", (event) => {
+    const place = dropPlace(event);
+    clearMarks();
+    if (!place) return;
+    event.preventDefault();
+    const siblings = siblingsOf(dragged).filter((li) => li !== dragged);
+    const to = siblings.indexOf(place.over) + (place.after ? 1 : 0);
+    const url = dragged.querySelector(":scope > .node-card .drag-handle").dataset.moveUrl;
+    selectedId = dragged.dataset.node;
+    window.htmx.ajax("POST", url, { target: "#tree-panel", swap: "outerHTML", values: { to: String(to) } });
+  });
+  document.addEventListener("dragend", () => {
+    if (dragged) dragged.classList.remove("dragging");
+    dragged = null;
+    clearMarks();
   });
 
   document.addEventListener("keydown", onHistoryKey);

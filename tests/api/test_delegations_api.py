@@ -207,6 +207,19 @@ def test_deleting_removes_the_subtree(client: Client, composer_api: dict[str, st
     assert list(Delegation.objects.values_list("pk", flat=True)) == [other["id"]]
 
 
+def test_deleting_a_version_someone_saved_over_is_409_and_deletes_nothing(
+        client: Client, composer_api: dict[str, str], admin_user: Any) -> None:
+    created = create(client, composer_api).json()
+    path = f"/{created['id']}"
+    send(client, "put", path, bearer(admin_user), {"base_version": 1, "packet": scripts.packet(goal="Theirs")})
+    response = send(client, "delete", f"{path}?base_version=1", composer_api)
+    assert response.status_code == 409
+    assert response.json()["saved_by"] == "root" and response.json()["current_version"] == 2
+    assert Delegation.objects.filter(pk=created["id"]).exists()
+    assert send(client, "delete", f"{path}?base_version=2", composer_api).status_code == 204
+    assert not Delegation.objects.filter(pk=created["id"]).exists()
+
+
 # -- history -------------------------------------------------------------------------------------
 
 def test_versions_are_listed_and_diffed(client: Client, composer_api: dict[str, str]) -> None:

@@ -172,3 +172,53 @@ def test_the_json_view_and_the_form_follow_each_other(live_url: str, page: Any, 
     # and the re-drawn form still drives the check and the JSON view
     page.fill("#id_goal", "Review the cache for races")
     page.wait_for_function("() => document.querySelector('#id_packet_json').value.includes('Review the cache for races')")
+
+
+def test_a_node_is_dragged_into_place_and_ctrl_z_puts_it_back(live_url: str, page: Any,
+                                                              composer: Any) -> None:
+    from delegations.composer.services import delegation_create
+
+    root = delegation_create(owner=composer, name="Caching study", packet=ROOT_PACKET)
+    for label in ("reader", "writer", "checker"):
+        delegation_create(owner=composer, name=label, parent=root,
+                          packet={**FIRST_CHILD, "label": label, "budget": {"max_model_calls": 2}})
+    login(page, live_url, composer.username)
+    page.goto(f"{live_url}/delegations/{root.pk}/tree/")
+    order = (f"() => [...document.querySelectorAll('#node-{root.pk} > ul > .tree-node > .node-card .node-name')]"
+             ".map(n => n.innerText).join(',')")
+    assert page.evaluate(order) == "reader,writer,checker"
+
+    checker = page.locator(".tree-node:has(> .node-card .node-name:has-text('checker')) > .node-card .drag-handle")
+    reader_card = page.locator(".tree-node:has(> .node-card .node-name:has-text('reader')) > .node-card")
+    page.set_viewport_size({"width": 1280, "height": 1400})   # a native drag needs both ends on screen
+    start, end = checker.bounding_box(), reader_card.bounding_box()
+    page.mouse.move(start["x"] + start["width"] / 2, start["y"] + start["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(end["x"] + 30, end["y"] + 8, steps=12)   # the top half: before it
+    page.mouse.up()
+    page.wait_for_function(f"() => ({order})() === 'checker,reader,writer'")
+
+    page.locator("#tree-panel").click(position={"x": 5, "y": 5})   # out of any field
+    page.keyboard.press("Control+z")
+    page.wait_for_function(f"() => ({order})() === 'reader,writer,checker'")
+    page.keyboard.press("Control+y")
+    page.wait_for_function(f"() => ({order})() === 'checker,reader,writer'")
+
+
+def test_one_node_is_dry_run_on_its_own_and_checked(live_url: str, page: Any, composer: Any) -> None:
+    from delegations.composer.services import delegation_create
+
+    root = delegation_create(owner=composer, name="Caching study", packet=ROOT_PACKET)
+    delegation_create(owner=composer, name="reader", packet=FIRST_CHILD, parent=root)
+    login(page, live_url, composer.username)
+    page.goto(f"{live_url}/delegations/{root.pk}/#dry-run")
+    script = page.locator("#id_dry-run-script")
+    assert json.loads(script.input_value())   # a valid default to start from
+    script.fill(json.dumps([{"tool_calls": [{"name": "yield_control", "arguments": {
+        "status": "SUCCESS", "output_payload": {"choice": "b"}}}]}]))
+    page.click("button:has-text('Start the dry run')")
+    page.wait_for_url(re.compile(r".*/runs/[0-9a-f]{32}/$"))
+    page.wait_for_selector("#run-head [data-state=COMPLETE]")
+    body = page.locator("main").inner_text()
+    assert "dry run" in body.lower()
+    assert "reader" not in page.locator("#run-tree").inner_text()   # its child is not part of it

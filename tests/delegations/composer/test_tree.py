@@ -195,11 +195,35 @@ def test_moving_a_node_reorders_its_siblings_and_keeps_versions(
     assert node.version == 2 and node.versions.count() == 2
 
 
+def test_a_node_dragged_to_a_place_goes_there_and_undo_puts_it_back(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    for name in "abcd":
+        add(composer, name, root)
+    moved = Delegation.objects.get(name="d")
+    response = composer_client.post(node_url(root, moved, "move"), {"to": "0"}, **HTMX)
+    assert response.status_code == 200 and "Moved d to place 1." in response.content.decode()
+    assert names(root) == ["d", "a", "b", "c"]
+    undo(composer_client, root)
+    assert names(root) == ["a", "b", "c", "d"]
+    redo(composer_client, root)
+    assert names(root) == ["d", "a", "b", "c"]
+
+
+@pytest.mark.parametrize("data", [{"to": "9"}, {"to": "-1"}, {"to": "first"}, {}])
+def test_a_move_to_nowhere_is_refused_and_changes_nothing(composer_client: Any, composer: Any,
+                                                         root: Delegation, data: dict[str, str]) -> None:
+    for name in "ab":
+        add(composer, name, root)
+    response = composer_client.post(node_url(root, Delegation.objects.get(name="a"), "move"), data)
+    assert response.status_code in (400, 422)
+    assert names(root) == ["a", "b"]
+
+
 def test_the_first_sibling_cannot_move_up(composer_client: Any, composer: Any, root: Delegation) -> None:
     first = add(composer, "a", root)
     add(composer, "b", root)
     response = composer_client.post(node_url(root, first, "move"), {"direction": "up"})
-    assert response.status_code == 400 and "already at that end" in response.content.decode()
+    assert response.status_code == 400 and "already first among its siblings" in response.content.decode()
     first.refresh_from_db()
     assert (first.position, first.version) == (0, 1)
 
