@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from delegations.accounts.roles import can_compose
 from delegations.composer.lint import lint_report
-from delegations.composer.tree import unique_label
+from delegations.composer.tree import children_by_parent, unique_label
 from delegations.models import Delegation, DelegationVersion, Run
 from delegations.runs.workflows import run_create
 
@@ -293,14 +293,19 @@ def delegation_start_run(*, delegation: Delegation, user: Any, adapter: str,
                       owner=user, delegation=delegation)
 
 
-def composed_packet(delegation: Delegation) -> dict[str, Any]:
+def composed_packet(delegation: Delegation, below: list[Delegation] | None = None) -> dict[str, Any]:
     """The delegation's packet with its child delegations, in order, as ``planned_children``
     (each labelled by its packet's label, else its name), recursively: the parent's model
-    starts each by naming its label. A packet that already plans children keeps its own."""
-    packet = delegation.packet_dict()
-    children = list(delegation.children.order_by("position", "pk"))
-    if not children or packet.get("planned_children") or packet.get("plannedChildren"):
-        return packet
-    return {**packet, "planned_children": [
-        {**composed_packet(child), "label": child.packet_dict().get("label") or child.name}
-        for child in children]}
+    starts each by naming its label. A packet that already plans children keeps its own.
+    ``below`` is every delegation under it when the caller has them already."""
+    by_parent = children_by_parent(delegation.descendants() if below is None else below)
+
+    def compose(row: Delegation) -> dict[str, Any]:
+        packet = row.packet_dict()
+        children = by_parent.get(row.pk, [])
+        if not children or packet.get("planned_children") or packet.get("plannedChildren"):
+            return packet
+        return {**packet, "planned_children": [
+            {**compose(child), "label": child.packet_dict().get("label") or child.name} for child in children]}
+
+    return compose(delegation)

@@ -262,22 +262,22 @@ def _budget_of(report: LintReport) -> Budget:
 
 def load_tree(root: Delegation) -> TreeNode:
     """The tree below ``root`` as the editor shows it."""
-    rows: list[Delegation] = []
-    level = [root.pk]
-    while level:
-        found = list(Delegation.objects.filter(parent__in=level))
-        rows += found
-        level = [row.pk for row in found]
-    return build_tree(root, rows)
+    return build_tree(root, root.descendants())
 
 
-def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
-    """Arrange ``rows`` (every delegation below ``root``) under ``root``, siblings by position."""
+def children_by_parent(rows: list[Delegation]) -> dict[int | None, list[Delegation]]:
+    """``rows`` grouped under their parents' ids, siblings in order."""
     by_parent: dict[int | None, list[Delegation]] = {}
     for row in rows:
         by_parent.setdefault(row.parent_id, []).append(row)
     for siblings in by_parent.values():
         siblings.sort(key=lambda row: (row.position, row.pk))
+    return by_parent
+
+
+def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
+    """Arrange ``rows`` (every delegation below ``root``) under ``root``, siblings by position."""
+    by_parent = children_by_parent(rows)
     report = lint_report(root.packet_dict())
     limit, source = _depth_limit(report)
 

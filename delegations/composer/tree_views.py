@@ -170,7 +170,8 @@ def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected
         "removed_name": last["subtree"]["name"] if last and last["kind"] == "remove" else "",
         "selected": selected or "",
         "adapter_form": AdapterForm(), "how_it_runs": HOW_IT_RUNS,
-        "tree_json": json.dumps(composed_packet(root), indent=2, ensure_ascii=False),
+        "tree_json": json.dumps(composed_packet(root, [node.delegation for node in tree.walk()][1:]),
+                                indent=2, ensure_ascii=False),
         "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
         "remove_id": None, **state,
     }

@@ -56,15 +56,20 @@ class Delegation(models.Model):
         """The stored packet as a dict (a JSON column can hold any JSON value)."""
         return self.packet if isinstance(self.packet, dict) else {}
 
-    def descendant_ids(self) -> set[int]:
+    def descendants(self) -> list[Delegation]:
         """Every delegation below this one, one query per level of the tree."""
-        found: set[int] = set()
+        found: list[Delegation] = []
+        seen: set[int] = {self.pk}
         level = [self.pk]
         while level:
-            level = [pk for pk in Delegation.objects.filter(parent__in=level).values_list("pk", flat=True)
-                     if pk not in found]
-            found.update(level)
+            rows = [row for row in Delegation.objects.filter(parent__in=level) if row.pk not in seen]
+            found += rows
+            seen.update(row.pk for row in rows)
+            level = [row.pk for row in rows]
         return found
+
+    def descendant_ids(self) -> set[int]:
+        return {row.pk for row in self.descendants()}
 
     def keep_version(self, saved_by: Any) -> DelegationVersion:
         """Record the delegation as it is now under its current version number."""
