@@ -155,22 +155,39 @@ class RunMessageAdmin(admin.ModelAdmin):
     raw_id_fields = ["run", "sender"]
 
 
-ApprovalJson = type("ApprovalJson", (), _json_fields("payload", "edited_arguments"))
+ApprovalJson = type("ApprovalJson", (), _json_fields("payload", "edited_arguments", "budget_limit"))
 
 
 @admin.register(Approval)
 class ApprovalAdmin(ApprovalJson, admin.ModelAdmin):  # type: ignore[misc,valid-type]
-    list_display = ["title", "kind", "status", "risk", "run", "requested_at", "decided_by", "decided_at"]
-    list_filter = ["status", "kind", "risk", "requested_at"]
-    search_fields = ["title", "key", "run__id", "comment", "answer"]
+    """The audit of every inbox item: what was asked, who decided what and when, with the
+    comment, edited arguments, always-allow and raised limits. Read only: people decide in
+    the inbox or through the API, where the rules are checked."""
+
+    list_display = ["title", "kind", "status", "decision", "risk", "run", "requested_at",
+                    "expires_at", "decided_by", "decided_at", "always_allow"]
+    list_filter = ["status", "kind", "decision", "risk", "always_allow", "requested_at",
+                   "decided_at", "decided_by"]
+    search_fields = ["title", "key", "run__id", "comment", "answer", "decided_by__username"]
     list_select_related = ["run", "decided_by"]
-    readonly_fields = ("run", "key", "kind", "title", "risk", "requested_at", "payload_pretty",
-                       "status", "decision", "decided_by", "decided_at", "comment", "answer",
-                       "edited_arguments_pretty")
-    fields = readonly_fields
+    date_hierarchy = "requested_at"
+    readonly_fields = ("run", "key", "kind", "title", "risk", "requested_at", "expires_at",
+                       "payload_pretty", "status", "decision", "decided_by", "decided_at",
+                       "comment", "answer", "edited_arguments_pretty", "always_allow",
+                       "budget_limit_pretty")
+    fieldsets = [
+        ("What was asked", {"fields": ("run", "key", "kind", "title", "risk", "requested_at",
+                                       "expires_at", "payload_pretty")}),
+        ("The decision", {"fields": ("status", "decision", "decided_by", "decided_at", "comment",
+                                     "answer", "edited_arguments_pretty", "always_allow",
+                                     "budget_limit_pretty")}),
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # runs open items; people decide them in the inbox or the API
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a decision in admin would skip the inbox's rules and the run's resume
 
 
 # -- delegations (the composer) ---------------------------------------------------------------

@@ -44,6 +44,9 @@ urlpatterns = [
     path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run_retry"),
     # the approval inbox, and deciding an item from its run's page
     path("inbox/", inbox.inbox, name="inbox"),
+    path("inbox/history/", inbox.inbox_history, name="inbox_history"),
+    path("inbox/batch/", inbox.inbox_batch, name="inbox_batch"),
+    path("inbox/<int:approval_id>/item/", inbox.inbox_item, name="inbox_item"),
     path("inbox/<int:approval_id>/decision/", inbox.inbox_decide, name="inbox_decide"),
     path("runs/<str:run_id>/approvals/<int:approval_id>/decision/", inbox.run_decide,
          name="run_decide"),

@@ -183,3 +183,38 @@ HANDOFF_WORKSPACE_ROOT = Path(env_str("HANDOFF_WORKSPACE_ROOT", str(DATA_DIR / "
 HANDOFF_SUBPROCESS_ENABLED = env_bool("HANDOFF_SUBPROCESS_ENABLED", False)
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
 HANDOFF_SKILL_UPLOAD_LIMIT_BYTES = env_int("HANDOFF_SKILL_UPLOAD_LIMIT_BYTES", 5 * 1024 * 1024, minimum=1024)
+
+# --- the approval inbox ---------------------------------------------------------------
+# Nobody decides the items of a run they started unless this is on.
+HANDOFF_ALLOW_SELF_APPROVAL = env_bool("HANDOFF_ALLOW_SELF_APPROVAL", False)
+_APPROVAL_KINDS = ("capability", "capability_request", "budget", "clarification", "invalid_result")
+
+
+def _approval_expiry(name: str, default_s: int) -> dict[str, int]:
+    """Seconds an item of each kind waits for a decision before it expires (0: never).
+    The variable holds one number for every kind, or ``kind=seconds`` pairs
+    (``capability=3600,budget=600``; kinds left out keep the default)."""
+    expiry = dict.fromkeys(_APPROVAL_KINDS, default_s)
+    raw = env_str(name)
+    for part in (p.strip() for p in raw.split(",") if p.strip()):
+        kind, _, seconds = part.rpartition("=")
+        if kind and kind not in expiry:
+            raise ImproperlyConfigured(f"{name}: unknown kind {kind!r}; the kinds are {', '.join(_APPROVAL_KINDS)}.")
+        if not seconds.isdigit():
+            raise ImproperlyConfigured(f"{name}={raw!r}: {part!r} is not a whole number of seconds "
+                                       f"(write 86400, or capability=3600,budget=600).")
+        for key in [kind] if kind else _APPROVAL_KINDS:
+            expiry[key] = int(seconds)
+    return expiry
+
+
+HANDOFF_APPROVAL_EXPIRY = _approval_expiry("HANDOFF_APPROVAL_EXPIRY", 24 * 3600)
+# A result still invalid after the self-correction turn: "ask" puts it to a person (accept
+# as partial, retry, fail); "fail" ends the run FAILED (ERR_INVALID_RESULT) at once.
+HANDOFF_INVALID_RESULT_POLICY = env_choice("HANDOFF_INVALID_RESULT_POLICY", "ask", ("ask", "fail"))
+# POSTed {id, kind, title, risk, run_id, url} when an inbox item opens (empty: off).
+HANDOFF_INBOX_WEBHOOK_URL = env_str("HANDOFF_INBOX_WEBHOOK_URL")
+HANDOFF_INBOX_WEBHOOK_TRIES = env_int("HANDOFF_INBOX_WEBHOOK_TRIES", 3, minimum=1)
+HANDOFF_INBOX_WEBHOOK_BACKOFF_S = env_float("HANDOFF_INBOX_WEBHOOK_BACKOFF_S", 2.0, minimum=0.0, maximum=600.0)
+# Where people reach this site: links sent out of it (the webhook's) start with it.
+HANDOFF_BASE_URL = env_str("HANDOFF_BASE_URL", "http://127.0.0.1:8000").rstrip("/")

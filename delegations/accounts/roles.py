@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from delegations.models import Approval
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+
+from delegations.models import Approval, Run
 from delegations.models.approvals import ApprovalQuerySet
+from delegations.models.runs import RunQuerySet
 
 COMPOSERS = "composers"
 APPROVERS = "approvers"
@@ -41,3 +45,14 @@ def visible_approvals(user: Any) -> ApprovalQuerySet:
     if user.is_staff or can_approve(user):
         return Approval.objects.all()
     return Approval.objects.of_runs_owned_by(user)
+
+
+def visible_runs(user: Any) -> RunQuerySet:
+    """The runs this user may open: their own trees (staff: every run), and for approvers
+    also every tree in which some run asked the inbox something, so an item is decided
+    with its run's whole page in front of them."""
+    runs = Run.objects.visible_to(user)
+    if user.is_staff or not can_approve(user):
+        return runs
+    asking_trees = Approval.objects.annotate(tree=Coalesce("run__root_id", "run_id")).values("tree")
+    return runs | Run.objects.filter(Q(pk__in=asking_trees) | Q(root_id__in=asking_trees))

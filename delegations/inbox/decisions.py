@@ -1,41 +1,305 @@
-"""Deciding an inbox item: a person's decision is recorded once, and the parked run resumes."""
+"""Deciding inbox items: who may, what each kind allows, and recording a decision once.
+
+The rules, in the order they are checked:
+
+- when: an item is decided once (409, naming who decided and when); past its deadline it
+  expires and its run times out (409); an item whose run ended is cancelled (409).
+- who: only approvers (or superusers) decide, and nobody decides an item raised by a run
+  they started (the run's owner or its root's owner) unless ``HANDOFF_ALLOW_SELF_APPROVAL``
+  is on (403). No tool a model is offered can reach this module: deciding is a person's
+  request, through the inbox pages or the API.
+- what: the decision must be one the item's kind allows (``allowed_decisions``), with what
+  it needs (a rejection's comment, an answer, edited arguments valid against the tool's
+  schema, a raised budget within the parent's remainder) (422, every problem listed).
+
+A decision is recorded under a row lock, so of two people deciding at once one wins and
+the other gets 409; the parked run is enqueued again once the decision commits.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
+from delegations.accounts.roles import can_approve
 from delegations.live import feed
-from delegations.models import Approval
-from delegations.protocol.approvals import Decision
+from delegations.models import Approval, Run, RunCheckpoint
+from delegations.protocol.approvals import (
+    ALWAYS_ALLOW_DECISIONS,
+    ALWAYS_ALLOW_KINDS,
+    ApprovalKind,
+    Decision,
+    allowed_decisions,
+    ancestors_left,
+    raised_budget,
+)
+from delegations.protocol.budgets import Budget, Usage, parse_budget
+from delegations.protocol.errors import ProtocolError
+from delegations.protocol.schemas import validate_instance
+from delegations.protocol.tools import RUNTIME_TOOLS
+from delegations.runs.maintenance import approval_expire
 from delegations.runs.queue import enqueue_run
 from delegations.runs.workflows import RunError
 
+NOT_AN_APPROVER = ("Deciding needs the approver role: ask an admin to add you to the "
+                   "“approvers” group, or ask an approver to decide.")
+OWN_RUN = ("You started this run; someone else must approve its risky actions "
+           "(HANDOFF_ALLOW_SELF_APPROVAL is off).")
 
-def approval_decide(*, approval: Approval, user: Any, decision: str, comment: str = "",
-                    answer: str = "", edited_arguments: dict[str, Any] | None = None) -> Approval:
-    """Record a person's decision and resume the parked tree from its checkpoint."""
+
+# -- who and when ------------------------------------------------------------------------
+
+def decide_refusal(user: Any, approval: Approval) -> str | None:
+    """None when ``user`` may decide ``approval`` now; else one plain sentence saying why not."""
+    refusal = _refusal(user, approval)
+    return refusal.message if refusal is not None else None
+
+
+def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> RunError | None:
+    # an item nobody can decide any more says so first: that holds whoever asks
+    closed = closed_reason(approval, now)
+    if closed is not None:
+        return RunError(closed, status=409)
+    if not can_approve(user):
+        return RunError(NOT_AN_APPROVER, status=403)
+    if not settings.HANDOFF_ALLOW_SELF_APPROVAL and _owns_run(user, approval.run):
+        return RunError(OWN_RUN, status=403)
+    return None
+
+
+def _owns_run(user: Any, run: Run) -> bool:
+    if run.owner_id is not None and run.owner_id == user.pk:
+        return True
+    if run.root_id is None or run.root_id == run.pk:
+        return False
+    # the root as loaded with the item (select_related("run__root")), else one query
+    root = run.root
+    return root is not None and root.owner_id is not None and root.owner_id == user.pk
+
+
+def _when(moment: datetime | None) -> str:
+    """A time as people read it in a sentence: the local hour today, else the date too."""
+    if moment is None:
+        return "an unknown time"
+    local = timezone.localtime(moment)
+    if local.date() == timezone.localdate():
+        return local.strftime("%H:%M")
+    return local.strftime("%Y-%m-%d %H:%M")
+
+
+def closed_reason(approval: Approval, now: datetime | None = None) -> str | None:
+    """Why nobody can decide ``approval`` any more (decided, expired, cancelled, past its
+    deadline), else None."""
+    status = approval.status
+    if status == Approval.Status.PENDING:
+        deadline = approval.expires_at
+        if deadline is not None and deadline <= (now or timezone.now()):
+            return f"Expired at {_when(deadline)}: nobody decided in time, so its run timed out."
+        return None
+    if status == Approval.Status.EXPIRED:
+        return f"Expired at {_when(approval.expires_at)}: nobody decided in time, so its run timed out."
+    if status == Approval.Status.CANCELLED:
+        return "Cancelled: its run ended."
+    who = approval.decided_by.get_username() if approval.decided_by is not None else "someone"
+    return f"Already {status} by {who} at {_when(approval.decided_at)}; decisions are final."
+
+
+# -- what --------------------------------------------------------------------------------
+
+def validate_edited_arguments(approval: Approval, arguments: Any) -> list[str]:
+    """Every place ``arguments`` break the parameters schema of the tool the item asks to
+    call (empty when they fit)."""
+    if not isinstance(arguments, dict):
+        return ["edited_arguments: expected a JSON object with the tool call's arguments."]
+    tool_name = (approval.payload or {}).get("tool")
+    tool = RUNTIME_TOOLS.get(tool_name) if isinstance(tool_name, str) else None
+    if tool is None:
+        return [f"This item asks for no tool call whose arguments can be edited (tool: {tool_name!r})."]
+    issues = validate_instance(tool.schema["parameters"], arguments, "")
+    return [f"{issue.field}: {issue.message}" if issue.field else issue.message for issue in issues]
+
+
+def _choice(approval: Approval, decision: str) -> Decision:
+    allowed = allowed_decisions(approval.kind)
+    names = ", ".join(d.value for d in allowed)
     try:
         choice = Decision(decision)
     except ValueError:
-        raise RunError(f"decision must be one of {', '.join(d.value for d in Decision)}, "
+        raise RunError(f"decision must be one of {names} for a {approval.kind} item, "
                        f"not {decision!r}.", status=422) from None
-    if choice == Decision.REJECT and not comment.strip():
+    if choice not in allowed:
+        raise RunError(f"decision '{choice.value}' does not fit a {approval.kind} item; "
+                       f"choose {names}.", status=422)
+    return choice
+
+
+def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer: str,
+                  edited_arguments: dict[str, Any] | None, always_allow: bool,
+                  budget_limit: dict[str, Any] | None) -> None:
+    """422 for what the decision lacks or carries that does not belong to it."""
+    if choice == Decision.REJECT and not comment:
         raise RunError("A rejection needs a comment saying why (it is shown to the run).", status=422)
-    if choice == Decision.ANSWER and not answer.strip():
+    if choice == Decision.ANSWER and not answer:
         raise RunError("decision 'answer' needs the answer text in 'answer'.", status=422)
-    if choice == Decision.EDIT and not isinstance(edited_arguments, dict):
-        raise RunError("decision 'edit' needs 'edited_arguments', a JSON object with the "
-                       "tool call's new arguments.", status=422)
-    with transaction.atomic():
-        locked = Approval.objects.select_for_update().select_related("run").get(pk=approval.pk)
-        if not locked.is_pending:
-            raise RunError(f"This item was already {locked.status}; decisions are final.")
-        locked.record(choice, user=user, comment=comment.strip(), answer=answer.strip(),
-                      edited_arguments=edited_arguments)
-        locked.save()
-        notice = feed.inbox_message("approval.decided", locked.as_event_data())
-        transaction.on_commit(lambda: feed.publish_sync(notice))
-        enqueue_run(locked.run.root_run_id)
+    if choice == Decision.EDIT:
+        if not isinstance(edited_arguments, dict):
+            raise RunError("decision 'edit' needs 'edited_arguments', a JSON object with the "
+                           "tool call's new arguments.", status=422)
+        errors = validate_edited_arguments(approval, edited_arguments)
+        if errors:
+            raise RunError(f"The edited arguments do not fit the tool's schema: {'; '.join(errors)}",
+                           status=422, details={"errors": errors})
+    elif edited_arguments is not None:
+        raise RunError("edited_arguments go with decision 'edit' only.", status=422)
+    if always_allow and (approval.kind not in ALWAYS_ALLOW_KINDS or choice not in ALWAYS_ALLOW_DECISIONS):
+        raise RunError("always_allow goes with approve or edit on a tool call (capability) item only.",
+                       status=422)
+    if budget_limit is not None and (approval.kind != ApprovalKind.BUDGET or choice != Decision.APPROVE):
+        raise RunError("budget_limit goes with approve on a budget item only.", status=422)
+
+
+def run_budgets(runs: Sequence[Run]) -> dict[str, tuple[Budget, Usage]]:
+    """Each run's budget and usage as its runner last saved them (its checkpoint: the
+    runner charges every ancestor at once, and holds a raised limit), else its row's."""
+    saved = dict(RunCheckpoint.objects.filter(run_id__in=[r.pk for r in runs]).values_list("run_id", "data"))
+    out: dict[str, tuple[Budget, Usage]] = {}
+    for run in runs:
+        data = saved.get(run.pk)
+        data = data if isinstance(data, dict) else {}
+        try:
+            budget = parse_budget(data.get("budget") or run.budget or {})
+        except ProtocolError:
+            budget = Budget.unlimited()
+        out[run.pk] = (budget, Usage.from_dict(data.get("usage") or run.usage))
+    return out
+
+
+def _raised_limits(run: Run, budget_limit: dict[str, Any]) -> Budget:
+    """The run's budget with ``budget_limit`` raised on it; 422 with every problem, among
+    them a limit above what its ancestors have left."""
+    ancestors = list(Run.objects.filter(pk__in=run.ancestor_ids()))
+    figures = run_budgets([run, *ancestors])
+    budget, usage = figures[run.pk]
+    raised, problems = raised_budget(budget, budget_limit, usage=usage,
+                                     ancestors=ancestors_left(figures[a.pk] for a in ancestors))
+    if problems:
+        raise RunError(f"The raised budget cannot be taken: {' '.join(problems)}", status=422,
+                       details={"errors": problems})
+    return raised
+
+
+# -- deciding ----------------------------------------------------------------------------
+
+def approval_decide(*, approval: Approval, user: Any, decision: str, comment: str = "",
+                    answer: str = "", edited_arguments: dict[str, Any] | None = None,
+                    always_allow: bool = False, budget_limit: dict[str, Any] | None = None) -> Approval:
+    """Record a person's decision and resume the parked tree from its checkpoint. Raises
+    RunError: 403 (not an approver, their own run), 409 (decided, expired, cancelled), 422
+    (a decision the kind does not allow, or what it needs missing or invalid)."""
+    comment, answer = comment.strip(), answer.strip()
+    refusal = _refusal(user, approval)
+    if refusal is not None:
+        _expire_if_due(approval)
+        raise refusal
+    choice = _choice(approval, decision)
+    _check_fields(approval, choice, comment=comment, answer=answer, edited_arguments=edited_arguments,
+                  always_allow=always_allow, budget_limit=budget_limit)
+    raised = _raised_limits(approval.run, budget_limit) if budget_limit is not None else None
+    try:
+        with transaction.atomic():
+            locked = _locked([approval.pk])[0]
+            _refuse_closed(locked)
+            _record(locked, choice, user=user, comment=comment, answer=answer,
+                    edited_arguments=edited_arguments, always_allow=always_allow,
+                    budget_limit=budget_limit, raised=raised)
+            enqueue_run(locked.run.root_run_id)
+    except RunError:
+        _expire_if_due(approval)
+        raise
     return locked
+
+
+def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision: str,
+                           comment: str = "") -> list[Approval]:
+    """The same decision on several items of one run's tree, all or nothing: 422 naming the
+    item of another tree (or one the decision does not fit), 409 naming one decided or
+    expired, 403 naming one this person may not decide; then nothing is decided."""
+    items = list(approvals)
+    if not items:
+        raise RunError("A batch needs at least one item.", status=422)
+    if len({a.pk for a in items}) != len(items):
+        raise RunError("A batch names an item twice.", status=422)
+    comment = comment.strip()
+    root_id = items[0].run.root_run_id
+    for approval in items:
+        if approval.run.root_run_id != root_id:
+            raise RunError(f"Item #{approval.pk} belongs to another run's tree ({approval.run.root_run_id}); "
+                           f"a batch decides the items of one run.", status=422)
+    for approval in items:
+        refusal = _refusal(user, approval)
+        if refusal is not None:
+            _expire_if_due(approval)
+            raise RunError(f"Item #{approval.pk}: {refusal.message}", status=refusal.status)
+        try:
+            choice = _choice(approval, decision)
+            _check_fields(approval, choice, comment=comment, answer="", edited_arguments=None,
+                          always_allow=False, budget_limit=None)
+        except RunError as error:
+            raise RunError(f"Item #{approval.pk}: {error.message}", status=error.status,
+                           details=error.details) from None
+    try:
+        with transaction.atomic():
+            locked = _locked([a.pk for a in items])
+            for item in locked:
+                try:
+                    _refuse_closed(item)
+                except RunError as error:
+                    raise RunError(f"Item #{item.pk}: {error.message}", status=error.status) from None
+            for item in locked:
+                _record(item, Decision(decision), user=user, comment=comment)
+            enqueue_run(root_id)
+    except RunError:
+        for approval in items:
+            _expire_if_due(approval)
+        raise
+    return locked
+
+
+def _locked(ids: list[int]) -> list[Approval]:
+    """The items, locked until the transaction ends, in the order of ``ids``."""
+    rows = {a.pk: a for a in Approval.objects.select_for_update(of=("self",)).select_related("run", "decided_by")
+            .filter(pk__in=ids)}
+    return [rows[pk] for pk in ids]
+
+
+def _refuse_closed(locked: Approval) -> None:
+    """409 when the locked item can no longer be decided (someone else was faster, or its
+    deadline passed)."""
+    closed = closed_reason(locked)
+    if closed is not None:
+        raise RunError(closed, status=409)
+
+
+def _expire_if_due(approval: Approval) -> None:
+    """Expire an item found past its deadline (its run times out), without waiting for the
+    sweeper: deciding it is refused either way."""
+    if approval.is_pending and approval.expires_at is not None and approval.expires_at <= timezone.now():
+        approval_expire(approval.pk)
+
+
+def _record(locked: Approval, choice: Decision, *, user: Any, comment: str = "", answer: str = "",
+            edited_arguments: dict[str, Any] | None = None, always_allow: bool = False,
+            budget_limit: dict[str, Any] | None = None, raised: Budget | None = None) -> None:
+    locked.record(choice, user=user, comment=comment, answer=answer, edited_arguments=edited_arguments,
+                  always_allow=always_allow, budget_limit=budget_limit)
+    locked.save()
+    if raised is not None:
+        # the run's row shows the limits it goes on with (the runner takes the same raise)
+        Run.objects.filter(pk=locked.run_id).update(budget=raised.as_dict())
+    notice = feed.inbox_message("approval.decided", locked.as_event_data())
+    transaction.on_commit(lambda: feed.publish_sync(notice))

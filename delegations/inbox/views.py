@@ -1,6 +1,11 @@
 """The approval inbox: what waits for a person across every run one may see, and deciding
 an item from the inbox or from its run's page, with the same workflow as the API
-(:func:`delegations.inbox.decisions.approval_decide`)."""
+(:mod:`delegations.inbox.decisions`).
+
+Every form works as a plain POST with a redirect and a message; with htmx the inbox's
+forms swap the item in place instead, and ``inbox.js`` adds the live list, the countdown,
+keys and notifications on top.
+"""
 
 from __future__ import annotations
 
@@ -8,60 +13,205 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.db.models import F, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from delegations.accounts.roles import can_approve, visible_approvals
-from delegations.inbox.decisions import approval_decide
-from delegations.inbox.forms import DECIDED, DecisionForm
-from delegations.models import Approval, Run
+from delegations.accounts.roles import can_approve, visible_approvals, visible_runs
+from delegations.inbox.context import arguments_diff, decision_items
+from delegations.inbox.decisions import (
+    approval_decide,
+    approvals_decide_batch,
+    validate_edited_arguments,
+)
+from delegations.inbox.forms import DECIDED, BatchDecisionForm, DecisionForm, InboxFilterForm
+from delegations.models import Approval
+from delegations.models.approvals import ApprovalQuerySet
 from delegations.runs.workflows import RunError
 
-PENDING_SHOWN = 100
-HISTORY_SHOWN = 20
+PAGE_SIZE = 20
+RECENT_SHOWN = 20
 DECIDE_REFUSED = ("Deciding approvals needs the approver role. Ask an admin to add you to "
                   "the “approvers” group, or ask an approver to decide.")
 
 
 def _get_approval_for_user(request: HttpRequest, approval_id: int) -> Approval:
-    approval = visible_approvals(request.user).filter(pk=approval_id).first()
+    approval = (visible_approvals(request.user).select_related("run", "run__root", "decided_by")
+                .filter(pk=approval_id).first())
     if approval is None:
         raise Http404(f"No inbox item {approval_id} that you can see.")
     return approval
 
 
+# -- what the pages show -------------------------------------------------------------------
+
+def _grouped(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page's items under their root runs, groups in the order of their first item."""
+    groups: dict[str, dict[str, Any]] = {}
+    for item in items:
+        root = item["context"]["lineage"][0]
+        group = groups.setdefault(root["id"], {"root": root, "items": []})
+        group["items"].append(item)
+    for group in groups.values():
+        group["batchable"] = [item for item in group["items"] if item["refusal"] is None]
+    return list(groups.values())
+
+
+def _filtered_pending(request: HttpRequest, filters: dict[str, Any]) -> ApprovalQuerySet:
+    items = visible_approvals(request.user).pending().select_related("run", "run__root")
+    if filters["kind"]:
+        items = items.filter(kind=filters["kind"])
+    if filters["risk"]:
+        items = items.filter(risk=filters["risk"])
+    if filters["run"]:
+        items = items.filter(Q(run_id=filters["run"]) | Q(run__root_id=filters["run"]))
+    if filters["mine"]:
+        items = items.of_runs_owned_by(request.user)
+    if filters["q"]:
+        text = filters["q"]
+        items = items.filter(Q(title__icontains=text) | Q(run__label__icontains=text)
+                             | Q(run__goal__icontains=text) | Q(run__id__startswith=text))
+    newest = filters["order"] == "newest"
+    return items.order_by(*(("-requested_at", "-pk") if newest else ("requested_at", "pk")))
+
+
+def _page(request: HttpRequest, items: Any) -> Page:
+    return Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
+
+
+def _query_without_page(request: HttpRequest) -> str:
+    query = request.GET.copy()
+    query.pop("page", None)
+    return query.urlencode()
+
+
 @require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
-    visible = visible_approvals(request.user).select_related("run")
-    # oldest first: those runs have been parked the longest
-    pending = visible.pending().order_by("requested_at", "pk")
+    form = InboxFilterForm(request.GET)
+    filters = form.filters()
+    page = _page(request, _filtered_pending(request, filters))
+    items = decision_items(request.user, list(page.object_list))
+    visible = visible_approvals(request.user)
     context: dict[str, Any] = {
-        "pending": list(pending[:PENDING_SHOWN]),
-        "pending_total": pending.count(),
-        "history": list(visible.decided().select_related("decided_by")
-                        .order_by("-decided_at", "-pk")[:HISTORY_SHOWN]),
-        "history_shown": HISTORY_SHOWN, "can_approve": can_approve(request.user),
+        "filter_form": form, "filters": filters, "page": page, "groups": _grouped(items),
+        "pending_total": page.paginator.count, "filtered": any(filters[name] for name in
+                                                                ("q", "kind", "risk", "run", "mine")),
+        "query": _query_without_page(request), "can_approve": can_approve(request.user),
+        "recent": list(visible.decided().select_related("run", "decided_by")
+                       .order_by("-decided_at", "-pk")[:RECENT_SHOWN]),
+        "recent_shown": RECENT_SHOWN, "hx": True,
     }
-    return render(request, "delegations/inbox.html", context)
+    template = "delegations/inbox.html#pending" if request.htmx else "delegations/inbox.html"  # type: ignore[attr-defined]
+    return render(request, template, context)
 
 
-def _decide(request: HttpRequest, approval: Approval, *, back_to: str, resumes: str) -> HttpResponse:
-    """Record the posted decision on ``approval`` and go back to ``back_to`` with a message."""
+@require_GET
+def inbox_item(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """One pending item, in its run's group, when it passes the filters in the query (the
+    live list asks for each new item); 204 when it does not or is no longer pending."""
+    filters = InboxFilterForm(request.GET).filters()
+    approval = _filtered_pending(request, filters).filter(pk=approval_id).first()
+    if approval is None:
+        return HttpResponse(status=204)
+    groups = _grouped(decision_items(request.user, [approval]))
+    return render(request, "delegations/inbox.html#group",
+                  {"group": groups[0], "hx": True, "can_approve": can_approve(request.user)})
+
+
+@require_GET
+def inbox_history(request: HttpRequest) -> HttpResponse:
+    """Every decided item one may see, newest first, with who decided what and why."""
+    text = request.GET.get("q", "").strip()[:200]
+    items = (visible_approvals(request.user).exclude(status=Approval.Status.PENDING)
+             .select_related("run", "decided_by")
+             .order_by(F("decided_at").desc(nulls_last=True), "-requested_at", "-pk"))
+    if text:
+        items = items.filter(Q(title__icontains=text) | Q(comment__icontains=text)
+                             | Q(answer__icontains=text) | Q(run__label__icontains=text)
+                             | Q(decided_by__username__icontains=text) | Q(run__id__startswith=text))
+    page = _page(request, items)
+    return render(request, "delegations/inbox_history.html",
+                  {"page": page, "q": text, "query": _query_without_page(request)})
+
+
+# -- deciding ------------------------------------------------------------------------------
+
+def _budget_limit(approval: Approval, raised: float | None) -> dict[str, Any] | None:
+    """The raised limit of a budget item's axis, as the decision takes it."""
+    axis = (approval.payload or {}).get("axis") if isinstance(approval.payload, dict) else None
+    if raised is None or approval.kind != "budget" or not isinstance(axis, str):
+        return None
+    return {axis: int(raised) if raised.is_integer() and axis != "max_cost_usd" else raised}
+
+
+def _error_text(error: RunError) -> str:
+    details = getattr(error, "details", None) or {}
+    problems = details.get("errors") if isinstance(details, dict) else None
+    if isinstance(problems, list) and problems:
+        return f"{error.message} " + " ".join(str(problem) for problem in problems)
+    return error.message
+
+
+def _edit_confirmation(request: HttpRequest, item: dict[str, Any], arguments: dict[str, Any],
+                       *, back_to: str, decide_url: str) -> HttpResponse:
+    """The first step of an edit: the arguments checked against the tool's schema and
+    their diff against the original; the second step (``confirm``) approves them."""
+    approval = item["approval"]
+    original = (approval.payload or {}).get("arguments") if isinstance(approval.payload, dict) else None
+    preview = {"errors": validate_edited_arguments(approval, arguments),
+               "diff": arguments_diff(original, arguments), "arguments": arguments}
+    context = {"item": item, "approval": approval, "preview": preview, "back_to": back_to,
+               "decide_url": decide_url, "hx": bool(request.htmx)}  # type: ignore[attr-defined]
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "delegations/_decide_forms.html#edit_preview", context)
+    return render(request, "delegations/inbox_edit.html", context)
+
+
+def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_url: str,
+            resumes: str) -> HttpResponse:
+    """Record the posted decision on the item and go back to ``back_to`` with a message
+    (with htmx: the item re-rendered in place, decided or with the reason it was not)."""
+    approval: Approval = item["approval"]
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose approve, reject or answer.")
-        return redirect(back_to)
-    decision = form.cleaned_data["decision"]
+        problems = "; ".join(f"{name}: {' '.join(map(str, errors))}" for name, errors in form.errors.items())
+        return _decided(request, approval, back_to=back_to, error=f"#{approval.pk} not decided: {problems}")
+    data = form.cleaned_data
+    decision = data["decision"]
+    if decision == "edit" and not data["confirm"]:
+        if data["edited_arguments"] is None:
+            return _decided(request, approval, back_to=back_to,
+                            error=f"#{approval.pk}: type the edited arguments (a JSON object) first.")
+        return _edit_confirmation(request, item, data["edited_arguments"], back_to=back_to,
+                                  decide_url=decide_url)
     try:
         approval_decide(approval=approval, user=request.user, decision=decision,
-                        comment=form.cleaned_data["comment"], answer=form.cleaned_data["answer"])
+                        comment=data["comment"], answer=data["answer"],
+                        edited_arguments=data["edited_arguments"] if decision == "edit" else None,
+                        always_allow=data["always_allow"],
+                        budget_limit=_budget_limit(approval, data["budget_limit"]) if decision == "approve" else None)
     except RunError as error:
-        messages.error(request, f"#{approval.pk}: {error.message}")
-    else:
-        messages.success(request, f"#{approval.pk} {DECIDED[decision]}; {resumes} resumes.")
-    return redirect(back_to)
+        return _decided(request, approval, back_to=back_to, error=f"#{approval.pk}: {_error_text(error)}")
+    done = DECIDED.get(decision, decision) + (" and always allowed for this run" if data["always_allow"] else "")
+    return _decided(request, approval, back_to=back_to, notice=f"#{approval.pk} {done}; {resumes} resumes.")
+
+
+def _decided(request: HttpRequest, approval: Approval, *, back_to: str, notice: str = "",
+             error: str = "") -> HttpResponse:
+    if not request.htmx:  # type: ignore[attr-defined]
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, notice)
+        return redirect(back_to)
+    fresh = _get_approval_for_user(request, approval.pk)
+    item = decision_items(request.user, [fresh])[0]
+    return render(request, "delegations/inbox.html#item",
+                  {"item": item, "notice": notice, "error": error, "hx": True,
+                   "can_approve": can_approve(request.user)})
 
 
 @require_POST
@@ -69,19 +219,52 @@ def inbox_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     if not can_approve(request.user):
         raise PermissionDenied(DECIDE_REFUSED)
     approval = _get_approval_for_user(request, approval_id)
-    return _decide(request, approval, back_to=reverse("delegations:inbox"), resumes="its run")
+    item = decision_items(request.user, [approval])[0]
+    return _decide(request, item, back_to=reverse("delegations:inbox"),
+                   decide_url=reverse("delegations:inbox_decide", args=[approval.pk]), resumes="its run")
+
+
+@require_POST
+def inbox_batch(request: HttpRequest) -> HttpResponse:
+    """One decision on the ticked items of one run (all or nothing)."""
+    if not can_approve(request.user):
+        raise PermissionDenied(DECIDE_REFUSED)
+    back_to = reverse("delegations:inbox")
+    form = BatchDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(" ".join(map(str, errors)) for errors in form.errors.values()))
+        return redirect(back_to)
+    ids = form.cleaned_data["ids"]
+    approvals = list(visible_approvals(request.user).select_related("run", "run__root").filter(pk__in=ids))
+    unseen = sorted(set(ids) - {approval.pk for approval in approvals})
+    if unseen:
+        messages.error(request, f"No inbox item {', '.join(f'#{pk}' for pk in unseen)} that you can see; nothing decided.")
+        return redirect(back_to)
+    decision = form.cleaned_data["decision"]
+    try:
+        approvals_decide_batch(approvals=approvals, user=request.user, decision=decision,
+                               comment=form.cleaned_data["comment"])
+    except RunError as error:
+        messages.error(request, f"Nothing decided: {_error_text(error)}")
+    else:
+        numbers = ", ".join(f"#{approval.pk}" for approval in sorted(approvals, key=lambda a: a.pk))
+        messages.success(request, f"{numbers} {DECIDED[decision]} together; the run resumes.")
+    return redirect(back_to)
 
 
 @require_POST
 def run_decide(request: HttpRequest, run_id: str, approval_id: int) -> HttpResponse:
     """Decide a pending item of this run's tree from the run page."""
-    run = Run.objects.visible_to(request.user).filter(pk=run_id).first()
+    run = visible_runs(request.user).filter(pk=run_id).first()
     if run is None:
         raise Http404(f"No run {run_id} that you can see.")
     if not can_approve(request.user):
         raise PermissionDenied(DECIDE_REFUSED)
-    approval = Approval.objects.filter(pk=approval_id, run__in=run.tree()).first()
+    approval = (Approval.objects.select_related("run", "run__root", "decided_by")
+                .filter(pk=approval_id, run__in=run.tree()).first())
     if approval is None:
         raise Http404(f"No approval {approval_id} in this run's tree.")
-    return _decide(request, approval, back_to=reverse("delegations:run_detail", args=[run.pk]),
-                   resumes="the run")
+    back_to = reverse("delegations:run_detail", args=[run.pk])
+    item = decision_items(request.user, [approval])[0]
+    return _decide(request, item, back_to=back_to, decide_url=reverse(
+        "delegations:run_decide", args=[run.pk, approval.pk]), resumes="the run")

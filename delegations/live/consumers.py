@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db.models import Q
 
-from delegations.accounts.roles import can_approve
+from delegations.accounts.roles import can_approve, visible_runs
 from delegations.live import feed
 from delegations.models import Approval, Run, RunEvent
 
@@ -62,7 +62,7 @@ def _run_access(user: Any, run_id: str) -> tuple[str, bool, list[str]]:
     run = Run.objects.filter(pk=run_id).only("id", "parent_id", "root_id", "owner_id").first()
     if run is None:
         return "missing", False, []
-    if not Run.objects.visible_to(user).filter(pk=run_id).exists():
+    if not visible_runs(user).filter(pk=run_id).exists():
         return "forbidden", False, []
     return "ok", run.is_root, list(run.tree().values_list("pk", flat=True))
 

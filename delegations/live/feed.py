@@ -233,6 +233,12 @@ def publish_events_sync(events: list[dict[str, Any]], lineage: dict[str, list[st
     publish_sync(list(group_messages(events, lineage, texts).items()))
 
 
+INBOX_EVENTS = ("approval.created", "approval.decided", "approval.expired", "approval.cancelled")
+
+
 def inbox_message(kind: str, approval: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """An `approval.created` / `approval.decided` notice for the inbox group."""
+    """A notice for the inbox group: an item was created, decided, expired (its deadline
+    passed) or cancelled (its run ended); ``approval`` is the item's ``as_event_data()``."""
+    if kind not in INBOX_EVENTS:
+        raise ValueError(f"unknown inbox event {kind!r}; one of {', '.join(INBOX_EVENTS)}")
     return [(INBOX_GROUP, {"type": "inbox.event", "event": kind, "approval": approval})]

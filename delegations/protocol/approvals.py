@@ -9,9 +9,13 @@ never opens a second inbox item for the same question.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
+
+from .budgets import Budget, Usage, narrow, remaining, used
 
 
 class ApprovalKind(StrEnum):
@@ -23,10 +27,86 @@ class ApprovalKind(StrEnum):
 
 
 class Decision(StrEnum):
-    APPROVE = "approve"
-    REJECT = "reject"
-    ANSWER = "answer"
-    EDIT = "edit"
+    APPROVE = "approve"    # go ahead (for a budget: continue; for an invalid result: accept as partial)
+    REJECT = "reject"      # refuse (for a budget: stop; for an invalid result: fail)
+    ANSWER = "answer"      # a clarification's answer
+    EDIT = "edit"          # a tool call approved with edited arguments
+    RETRY = "retry"        # an invalid result: try again with a fresh context
+
+
+# the one table of what a person may decide on each kind of item
+_ALLOWED: dict[ApprovalKind, tuple[Decision, ...]] = {
+    ApprovalKind.CAPABILITY: (Decision.APPROVE, Decision.EDIT, Decision.REJECT),
+    ApprovalKind.CAPABILITY_REQUEST: (Decision.APPROVE, Decision.REJECT),
+    ApprovalKind.CLARIFICATION: (Decision.ANSWER, Decision.REJECT),
+    ApprovalKind.BUDGET: (Decision.APPROVE, Decision.REJECT),
+    ApprovalKind.INVALID_RESULT: (Decision.APPROVE, Decision.RETRY, Decision.REJECT),
+}
+
+# "always allow this tool for this run" and a raised budget limit ride on these decisions
+ALWAYS_ALLOW_KINDS = frozenset({ApprovalKind.CAPABILITY})
+ALWAYS_ALLOW_DECISIONS = frozenset({Decision.APPROVE, Decision.EDIT})
+
+
+def allowed_decisions(kind: ApprovalKind | str) -> tuple[Decision, ...]:
+    """The decisions a person may take on an item of ``kind``, in the order a page offers
+    them (an unknown kind allows none)."""
+    try:
+        return _ALLOWED[ApprovalKind(kind)]
+    except ValueError:
+        return ()
+
+
+# the limits a person may raise when a budget item asks whether a run goes on
+RAISABLE_AXES = ("max_model_calls", "max_tokens", "max_cost_usd")
+
+
+def ancestors_left(ancestors: Iterable[tuple[Budget, Usage]]) -> Budget | None:
+    """What the ancestors of a run have left (the tightest figure on every axis), from
+    their budgets and usages; None for a root run (no ancestor)."""
+    left: Budget | None = None
+    for budget, usage in ancestors:
+        theirs = remaining(budget, usage)
+        left = theirs if left is None else narrow(theirs, left)
+    return left
+
+
+def raised_budget(budget: Budget, limits: Mapping[str, Any], *, usage: Usage,
+                  ancestors: Budget | None) -> tuple[Budget, list[str]]:
+    """``budget`` with the limits a person raised on a budget item, and every reason the
+    raise cannot be taken (then the budget comes back unchanged). A new limit is above the
+    current one, and never lets the run use more than its ancestors have left
+    (``ancestors``, see :func:`ancestors_left`): at most what it used so far plus that."""
+    problems: list[str] = []
+    values = budget.as_dict()
+    if not limits:
+        problems.append("budget_limit is empty; give at least one of "
+                        f"{', '.join(RAISABLE_AXES)} with its new limit.")
+    for axis, value in limits.items():
+        if axis not in RAISABLE_AXES:
+            problems.append(f"budget_limit.{axis}: only {', '.join(RAISABLE_AXES)} can be raised.")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            problems.append(f"budget_limit.{axis}: expected a number, got {value!r}.")
+            continue
+        current = getattr(budget, axis)
+        if current is None:
+            problems.append(f"budget_limit.{axis}: the run has no {axis} limit to raise.")
+            continue
+        if value <= current:
+            problems.append(f"budget_limit.{axis}: {value:g} is not above the current limit "
+                            f"{current:g}; a raised limit must be higher.")
+            continue
+        cap = getattr(ancestors, axis) if ancestors is not None else None
+        if cap is not None and value > used(usage, axis) + cap:
+            problems.append(f"budget_limit.{axis}: {value:g} is above what the parent has left: "
+                            f"at most {used(usage, axis) + cap:g} (used so far {used(usage, axis):g} "
+                            f"plus the parent's remaining {cap:g}).")
+            continue
+        values[axis] = int(value) if axis != "max_cost_usd" else float(value)
+    if problems:
+        return budget, problems
+    return Budget.model_validate(values), []
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +126,11 @@ class ApprovalDecision:
     answer: str = ""                                   # for clarifications
     edited_arguments: dict[str, Any] | None = None     # for decision=edit on a tool call
     decided_by: str = ""
+    # approve/edit of a tool call: later calls of the same tool in this run and its
+    # subagents go ahead without asking
+    always_allow: bool = False
+    # approve of a budget item: the run's new limits ({"max_tokens": N, ...})
+    budget_limit: dict[str, Any] | None = None
 
     @property
     def allows(self) -> bool:
@@ -68,7 +153,9 @@ class ApprovalGate(Protocol):
 
 @dataclass
 class AutoGate:
-    """Decides everything the same way at once (scripts, tests, benchmarks)."""
+    """Decides everything the same way at once (scripts, tests, benchmarks): approving
+    answers a clarification with ``answer`` and fails an invalid result (an automatic
+    approval never accepts one nobody looked at); rejecting refuses anything."""
 
     decision: Decision = Decision.APPROVE
     answer: str = ""
@@ -76,6 +163,10 @@ class AutoGate:
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         self.asked.append(request)
-        decision = Decision.ANSWER if (request.kind == ApprovalKind.CLARIFICATION
-                                       and self.decision == Decision.APPROVE) else self.decision
+        decision = self.decision
+        if decision == Decision.APPROVE and request.kind == ApprovalKind.CLARIFICATION:
+            decision = Decision.ANSWER
+        elif decision == Decision.APPROVE and request.kind == ApprovalKind.INVALID_RESULT:
+            # nobody looked at it: an unseen invalid result fails, as it would without an inbox
+            decision = Decision.REJECT
         return ApprovalDecision(decision, comment="automatic", answer=self.answer, decided_by="auto")

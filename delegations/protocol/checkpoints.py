@@ -64,6 +64,8 @@ class Checkpoint(BaseModel):
     # capabilities whose every use waits for a person (a checkpoint without: all that may)
     approval_required: list[str] = Field(default_factory=lambda: sorted(APPROVAL_REQUIRED_CAPABILITIES))
     capability_token: str = ""
+    # tools a person allowed for the rest of the run and its subagents: tool -> who decided
+    always_allowed: dict[str, str] = Field(default_factory=dict)
     budget: dict[str, Any] = Field(default_factory=dict)
     correction_used: bool = False
     retries: int = 0

@@ -19,7 +19,7 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
-from delegations.accounts.roles import can_compose
+from delegations.accounts.roles import can_compose, visible_runs
 from delegations.models import Delegation, Run, RunEvent
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import A2A_STATE, RunState
@@ -185,7 +185,7 @@ def page_bounds(total: int, page: int, size: int) -> tuple[int, int, int]:
 
 
 def _visible_run(request: HttpRequest, run_id: str) -> Run:
-    run = Run.objects.visible_to(request.user).select_related("owner").filter(pk=run_id).first()
+    run = visible_runs(request.user).select_related("owner").filter(pk=run_id).first()
     if run is None:
         raise Http404(f"No run {run_id} that you can see.")
     return run

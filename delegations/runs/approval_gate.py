@@ -1,12 +1,36 @@
 """The runner's approval gate, backed by the inbox: a request opens an ``Approval`` item,
-and the run parks (no worker held) until a person decides it."""
+and the run parks (no worker held) until a person decides it.
+
+An item gets its deadline when it opens (``HANDOFF_APPROVAL_EXPIRY``, seconds per kind;
+0: none). Whoever wants to hear of new items (the inbox's webhook) registers with
+:func:`on_approval_opened`; listeners are called in the database thread once the item is
+stored, and must not block it.
+"""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
 
 from delegations.live import feed
 from delegations.models import Approval
 from delegations.protocol.approvals import ApprovalDecision, ApprovalRequest, Decision, RunParked
 from delegations.runs.sink import DjangoEventSink
+
+logger = logging.getLogger(__name__)
+
+OpenedListener = Callable[[Approval], None]
+_opened_listeners: list[OpenedListener] = []
+
+
+def on_approval_opened(listener: OpenedListener) -> None:
+    """Call ``listener(approval)`` for every inbox item a run opens from now on (once each)."""
+    if listener not in _opened_listeners:
+        _opened_listeners.append(listener)
 
 
 class DjangoApprovalGate:
@@ -26,13 +50,29 @@ class DjangoApprovalGate:
         decision = approval.to_decision()
         if decision is not None:
             return decision
-        if approval.status == Approval.Status.EXPIRED:
-            return ApprovalDecision(Decision.REJECT, comment="The request expired.")
+        if approval.status in (Approval.Status.EXPIRED, Approval.Status.CANCELLED):
+            # its run was ended by whoever closed the item; a run still asking is refused
+            return ApprovalDecision(Decision.REJECT, comment=f"The inbox item was {approval.status}.")
         raise RunParked(request)
 
 
+def deadline_for(kind: str, now: datetime) -> datetime | None:
+    seconds = int(settings.HANDOFF_APPROVAL_EXPIRY.get(kind, 0))
+    return now + timedelta(seconds=seconds) if seconds > 0 else None
+
+
 def _open_approval(request: ApprovalRequest) -> tuple[Approval, bool]:
-    return Approval.objects.select_related("decided_by").get_or_create(
+    now = timezone.now()
+    kind = str(request.kind)
+    approval, created = Approval.objects.select_related("decided_by").get_or_create(
         key=request.key,
-        defaults={"run_id": request.run_id, "kind": str(request.kind), "title": request.title[:500],
-                  "payload": request.payload, "risk": request.risk})
+        defaults={"run_id": request.run_id, "kind": kind, "title": request.title[:500],
+                  "payload": request.payload, "risk": request.risk, "requested_at": now,
+                  "expires_at": deadline_for(kind, now)})
+    if created:
+        for listener in _opened_listeners:
+            try:
+                listener(approval)
+            except Exception:
+                logger.warning("A listener of new inbox items failed", exc_info=True)
+    return approval, created

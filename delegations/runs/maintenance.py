@@ -1,5 +1,6 @@
 """The periodic jobs every worker runs on its heartbeat: the sweeper for runs whose worker
-died, and the archiver of finished trees (OpenClaw's auto-archive)."""
+died and for inbox items past their deadline, and the archiver of finished trees
+(OpenClaw's auto-archive)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from delegations.live import feed
 from delegations.models import Approval, Run
 from delegations.models.runs import TERMINAL
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
 from delegations.runs.queue import dispatch_lane, enqueue_run
-from delegations.runs.record import append_events, record_end
+from delegations.runs.record import append_events, approvals_cancel, record_end
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,55 @@ def fail_worker_lost(root: Run, detail: str) -> None:
         for member in sorted(root.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth):
             record_end(member, RunState.FAILED, error=error)
         dispatch_lane(root.owner_id)
+
+
+def approval_expire(approval_id: int, now: datetime | None = None) -> bool:
+    """Expire an item past its deadline: status ``expired`` (an ``approval.expired``
+    notice), and the run that asked ends TIMEOUT (ERR_TIMEOUT saying the item expired),
+    its unfinished subagents cancelled. A parent parked on that run is resumed to read
+    its outcome. False when there is nothing to do: decided meanwhile, not due, or its
+    tree executing in a worker now (it is expired once the tree parks)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        approval = (Approval.objects.select_for_update().select_related("run")
+                    .filter(pk=approval_id).past_deadline(now).first())
+        if approval is None:
+            return False
+        run = approval.run
+        root = Run.objects.select_for_update().get(pk=run.root_run_id)
+        if root.holds_live_lease(now):
+            return False
+        Approval.objects.filter(pk=approval.pk).update(status=Approval.Status.EXPIRED, decided_at=now)
+        approval.status, approval.decided_at = Approval.Status.EXPIRED, now
+        notice = feed.inbox_message("approval.expired", approval.as_event_data())
+        transaction.on_commit(lambda: feed.publish_sync(notice))
+        deadline = timezone.localtime(approval.expires_at).strftime("%Y-%m-%d %H:%M:%S %Z")
+        timed_out = {"code": ErrorCode.TIMEOUT.value,
+                     "message": f"The inbox item #{approval.pk} ({approval.title}) expired at "
+                                f"{deadline} before anyone decided it, so the run stopped.",
+                     "approval_id": approval.pk}
+        cancelled = {"code": "CANCELLED",
+                     "message": f"Cancelled: run {run.pk} timed out waiting for a decision."}
+        for member in sorted(run.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth):
+            record_end(member, RunState.TIMEOUT if member.pk == run.pk else RunState.CANCELLED,
+                       error=timed_out if member.pk == run.pk else cancelled)
+        if not run.is_root:
+            root.refresh_from_db()
+            parked = root.state == RunState.AWAITING_APPROVAL
+            if parked and not Approval.objects.pending_in_tree(root.pk).exists():
+                enqueue_run(root.pk)
+    return True
+
+
+def sweep_approvals(now: datetime | None = None) -> dict[str, list[int]]:
+    """Items past their deadline: expired (their runs time out); pending items of runs that
+    ended while a worker executed their tree: cancelled."""
+    now = now or timezone.now()
+    expired = [pk for pk in Approval.objects.past_deadline(now).order_by("expires_at")
+               .values_list("pk", flat=True) if approval_expire(pk, now)]
+    with transaction.atomic():
+        cancelled = approvals_cancel(Approval.objects.pending().filter(run__state__in=TERMINAL))
+    return {"expired": expired, "cancelled": cancelled}
 
 
 def sweep_runs(now: datetime | None = None) -> dict[str, list[str]]:
@@ -101,6 +152,9 @@ def sweep_job(worker_id: str) -> None:
     report = sweep_runs()
     if report["resumed"] or report["failed"]:
         logger.warning("Worker %s swept runs whose worker was lost: %s", worker_id, report)
+    closed = sweep_approvals()
+    if closed["expired"]:
+        logger.info("Worker %s expired inbox items past their deadline: %s", worker_id, closed["expired"])
 
 
 def archive_job(worker_id: str) -> None:

@@ -74,7 +74,7 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
     append_events(events)
     if not run.is_root:
         _record_outcome_in_checkpoint(run, announce)
-    _expire_approvals(Approval.objects.pending().filter(run=run))
+    approvals_cancel(Approval.objects.pending().filter(run=run))
 
 
 def _failure_of(run: Run, state: RunState, error: dict[str, Any] | None) -> ResponsePackage:
@@ -100,14 +100,18 @@ def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
     RunCheckpoint.objects.update_or_create(run=run, defaults={"data": checkpoint})
 
 
-def _expire_approvals(approvals: Any) -> None:
-    expired = list(approvals)
-    if not expired:
-        return
-    Approval.objects.filter(pk__in=[a.pk for a in expired]).update(
-        status=Approval.Status.EXPIRED, decided_at=timezone.now())
+def approvals_cancel(approvals: Any) -> list[int]:
+    """Cancel the pending items of runs that ended before anyone decided them (status
+    ``cancelled``, an ``approval.cancelled`` notice each); returns their ids."""
+    cancelled = list(approvals.select_related("decided_by"))
+    if not cancelled:
+        return []
+    now = timezone.now()
+    Approval.objects.filter(pk__in=[a.pk for a in cancelled], status=Approval.Status.PENDING).update(
+        status=Approval.Status.CANCELLED, decided_at=now)
     notices = []
-    for approval in expired:
-        approval.status = Approval.Status.EXPIRED
-        notices += feed.inbox_message("approval.decided", approval.as_event_data())
+    for approval in cancelled:
+        approval.status, approval.decided_at = Approval.Status.CANCELLED, now
+        notices += feed.inbox_message("approval.cancelled", approval.as_event_data())
     transaction.on_commit(lambda: feed.publish_sync(notices))
+    return [a.pk for a in cancelled]

@@ -22,7 +22,8 @@ def runner_settings() -> RunnerSettings:
         approval_required=frozenset(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES),
         workspace_root=settings.HANDOFF_WORKSPACE_ROOT,
         subprocess_enabled=settings.HANDOFF_SUBPROCESS_ENABLED,
-        payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
+        payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES,
+        invalid_result_inbox=settings.HANDOFF_INVALID_RESULT_POLICY == "ask")
 
 
 def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from delegations.accounts.roles import can_approve, can_compose
+from delegations.accounts.roles import can_approve, can_compose, visible_runs
 from delegations.models import Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
@@ -36,7 +36,7 @@ START_REFUSED = ("Starting runs needs the composer role. Ask an admin to add you
 
 
 def _get_run_for_user(request: HttpRequest, run_id: str) -> Run:
-    run = (Run.objects.visible_to(request.user).select_related("owner", "parent", "root", "retry_of")
+    run = (visible_runs(request.user).select_related("owner", "parent", "root", "retry_of")
            .filter(pk=run_id).first())
     if run is None:
         raise Http404(f"No run {run_id} that you can see.")

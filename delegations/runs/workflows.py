@@ -27,12 +27,14 @@ from skills.models import Skill
 
 
 class RunError(Exception):
-    """A request that conflicts with the run's (or item's) state; ``status`` is the HTTP one."""
+    """A request that conflicts with the run's (or item's) state; ``status`` is the HTTP one,
+    ``details`` what a program needs beyond the message (e.g. ``{"errors": [...]}``)."""
 
-    def __init__(self, message: str, *, status: int = 409) -> None:
+    def __init__(self, message: str, *, status: int = 409, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.details = details or {}
 
 
 # -- creating runs ---------------------------------------------------------------------------

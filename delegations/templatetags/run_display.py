@@ -56,7 +56,7 @@ def pretty_json(value: Any) -> str:
 
 
 APPROVAL_TONES = {"pending": "warn", "approved": "ok", "rejected": "bad", "answered": "info",
-                  "edited": "info", "expired": "neutral"}
+                  "edited": "info", "retried": "info", "expired": "neutral", "cancelled": "neutral"}
 RISK_TONES = {"high": "bad", "medium": "warn"}
 
 

@@ -2,9 +2,11 @@
  *
  * Without this script the badge shows the count rendered with the page. With it:
  *  - `inbox.synced` (sent on every connect) sets the count;
- *  - `approval.created` adds one, `approval.decided` (a decision or an expiry) takes one off;
- *  - a page with #inbox-stale (the inbox) reveals it when the count changes, so its
- *    list can be reloaded;
+ *  - `approval.created` adds one; `approval.decided`, `approval.expired` and
+ *    `approval.cancelled` take one off;
+ *  - every frame is passed on as an `inbox:frame` event on document, and the socket's
+ *    state as `inbox:socket` ({status: live | reconnecting | offline}), so the inbox page
+ *    (inbox.js) follows the same socket instead of opening a second one;
  *  - the socket reconnects with backoff; closes 4401/4403/4404 are final and silent
  *    (signed out, or not an approver): the server-rendered count stays.
  */
@@ -16,12 +18,14 @@
 
   var SOCKET_PATH = "/ws/inbox/";
   var FINAL_CLOSES = { 4401: true, 4403: true, 4404: true };
+  var LEAVING = { "approval.decided": true, "approval.expired": true, "approval.cancelled": true };
   var MAX_BACKOFF_MS = 30000;
   var PING_EVERY_MS = 25000;
 
   var count = parseInt(badge.dataset.count, 10) || 0;
-  var shownCount = count;    // what the page was rendered with
+  var renderedCount = count;   // what the page was rendered with
   var attempts = 0;
+  var connects = 0;
   var pingTimer = null;
 
   function show(next) {
@@ -29,36 +33,49 @@
     badge.textContent = String(count);
     badge.dataset.count = String(count);
     badge.setAttribute("aria-label", count + " pending");
-    var stale = document.getElementById("inbox-stale");
-    if (stale && count !== shownCount) stale.hidden = false;
+  }
+
+  function announce(name, detail) {
+    document.dispatchEvent(new CustomEvent(name, { detail: detail }));
   }
 
   function handle(frame) {
     if (!frame || typeof frame.type !== "string") return;
     if (frame.type === "inbox.synced" && typeof frame.pending === "number") {
       attempts = 0;
+      // a reconnect, or items that came or went between the page's render and this socket
+      frame.missed = connects > 1 || frame.pending !== renderedCount;
       show(frame.pending);
     } else if (frame.type === "approval.created") {
       show(count + 1);
-    } else if (frame.type === "approval.decided") {
+    } else if (LEAVING[frame.type]) {
       show(count - 1);
     }
+    announce("inbox:frame", frame);
   }
 
   function connect() {
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + window.location.host + SOCKET_PATH);
     socket.onmessage = function (event) {
-      try { handle(JSON.parse(event.data)); } catch (error) { /* not JSON: ignore the frame */ }
+      var frame;
+      try { frame = JSON.parse(event.data); } catch (error) { return; /* not JSON: ignore the frame */ }
+      handle(frame);
     };
     socket.onopen = function () {
+      connects += 1;
+      announce("inbox:socket", { status: "live" });
       pingTimer = window.setInterval(function () {
         if (socket.readyState === WebSocket.OPEN) socket.send('{"type":"ping"}');
       }, PING_EVERY_MS);
     };
     socket.onclose = function (event) {
       window.clearInterval(pingTimer);
-      if (FINAL_CLOSES[event.code]) return;
+      if (FINAL_CLOSES[event.code]) {
+        announce("inbox:socket", { status: "offline", code: event.code });
+        return;
+      }
+      announce("inbox:socket", { status: "reconnecting" });
       // 1 s, 2 s, 4 s ... up to 30 s, with jitter so many tabs do not reconnect together
       var delay = Math.min(MAX_BACKOFF_MS, 1000 * Math.pow(2, attempts));
       attempts += 1;
@@ -66,5 +83,7 @@
     };
   }
 
-  connect();
+  // after every deferred script ran: the page's own script listens before the first frame
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", connect);
+  else connect();
 })();

@@ -230,7 +230,9 @@ def test_messages_are_queued_for_a_live_run_and_409_for_a_finished_one(
 
 
 def test_retry_starts_a_new_attempt_with_the_previous_failure(
-        client: Client, composer: Any, composer_api: dict[str, str], immediate_tasks: None) -> None:
+        client: Client, composer: Any, composer_api: dict[str, str], immediate_tasks: None,
+        settings: Any) -> None:
+    settings.HANDOFF_INVALID_RESULT_POLICY = "fail"    # no inbox item: the run fails at once
     failing = {"script": [scripts.yield_turn({"answer": "not a number"}),
                           scripts.yield_turn({"answer": "still not"})]}
     run = run_create(packet=scripts.packet(), adapter="scripted", config=failing, owner=composer)

@@ -45,9 +45,11 @@ def main() -> None:
 
     for script, title in (("bench_catalog.py", "skill catalog search over 10,000 skills"),
                           ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery"),
+                          ("bench_decision.py", "the inbox: a decision -> the run's next event on its websocket"),
                           ("bench_local.py", "the local model: load, tokens/s, the runner's share of wall time"),
                           ("bench_composer.py", "the composer's live lint: server time, keystroke to findings"),
-                          ("bench_tree.py", "the tree editor: a 100-node tree's page")):
+                          ("bench_tree.py", "the tree editor: a 100-node tree's page"),
+                          ("bench_inbox.py", "the approval inbox: a page with 1,000 pending items")):
         if (HERE / script).exists():
             section(title)
             run([python, str(HERE / script)])

@@ -42,6 +42,7 @@ def checkpoint_of(run: ActiveRun, *, parked: ApprovalRequest | None = None,
         "completed": dict(turn.completed) if turn is not None else {},
         "children": dict(run.family.children),
         "capabilities": list(scope.capabilities), "capability_token": scope.token,
+        "always_allowed": dict(scope.always_allowed),
         "correction_used": attempts.correction_used, "retries": attempts.retries,
         "soft_gated": sorted(attempts.soft_gated), "inbox": list(chat.inbox),
         "clarifications": attempts.clarifications, "approvals_asked": sorted(attempts.asked),
@@ -96,6 +97,7 @@ def restore(checkpoint: Checkpoint, parent: ActiveRun | None, adapter: ModelAdap
     scope.max_depth = checkpoint.max_depth
     scope.can_delegate = checkpoint.can_delegate
     scope.approval_required = frozenset(checkpoint.approval_required)
+    scope.always_allowed = dict(checkpoint.always_allowed)
 
     chat = run.chat
     chat.messages = list(checkpoint.messages)

@@ -4,7 +4,9 @@ The answer (a ``yield_control`` call, or plain text holding an agloop ``## RESUL
 a JSON envelope) is parsed with ``parse_result``, ``output_payload`` validated against the
 expected output schema and every success criterion evaluated. A result that fails gets
 exactly one self-correction turn (the hand-off protocol's recovery), then the run ends
-FAILED with ERR_INVALID_RESULT. ``BLOCKED_AWAITING_CLARIFICATION`` asks a person (kind
+FAILED with ERR_INVALID_RESULT, or, with ``RunnerSettings.invalid_result_inbox``, is put
+to a person (kind ``invalid_result``): accept it as PARTIAL_COMPLETION, retry with a fresh
+context, or fail. ``BLOCKED_AWAITING_CLARIFICATION`` asks a person (kind
 ``clarification``) and the answer continues the same run. A FAILURE with an agloop failed
 reason follows the retry table (``errors.recovery_for``): a retried one starts a fresh
 context with ``previous_failure`` attached, at most ``min(rule.max_retries,
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..adapters.base import ToolCall
-from ..approvals import ApprovalKind
+from ..approvals import ApprovalDecision, ApprovalKind, Decision
 from ..criteria import CriteriaReport, evaluate_criteria
 from ..errors import ErrorCode, ProtocolError, recovery_for
 from ..events import EventType
@@ -117,6 +119,14 @@ class Judge:
             return False
         message = ("The result is still invalid after the self-correction turn:\n" if attempts.correction_used
                    else "The result is invalid:\n") + listing
+        if self.settings.invalid_result_inbox:
+            decision = await self._ask_about_invalid(run, result, problems, criteria)
+            if decision.decision is Decision.APPROVE:
+                return await self._accept_as_partial(run, result, problems, criteria, decision)
+            if decision.decision is Decision.RETRY:
+                await self._retry_invalid(run, message, problems, decision)
+                return False
+            message += f"\nFailed by a person{': ' + decision.comment if decision.comment else ''}."
         failure = ResponsePackage(
             status=ResultStatus.FAILURE,
             output_payload=result.output_payload if result is not None else {},
@@ -155,6 +165,60 @@ class Judge:
         await self.reporter.save(run)
         return False
 
+    async def _ask_about_invalid(self, run: ActiveRun, result: ResponsePackage | None, problems: list[str],
+                                 criteria: CriteriaReport | None) -> ApprovalDecision:
+        """Put a result that is still invalid to a person (kind ``invalid_result``): accept
+        it as partial, retry with a fresh context, or fail. One question per attempt."""
+        return await self.questions.ask(
+            run, ApprovalKind.INVALID_RESULT, str(run.attempts.retries + 1),
+            f"Run {run.label or run.run_id} handed back an invalid result: {problems[0]}"[:300],
+            {"problems": problems, "attempt": run.attempts.retries + 1,
+             "result": result.model_dump(mode="json", exclude_none=True) if result is not None else None,
+             "criteria_report": criteria.model_dump(mode="json") if criteria is not None else None},
+            "medium")
+
+    async def _accept_as_partial(self, run: ActiveRun, result: ResponsePackage | None, problems: list[str],
+                                 criteria: CriteriaReport | None, decision: ApprovalDecision) -> bool:
+        """A person keeps the invalid result: the run completes with it as PARTIAL_COMPLETION."""
+        who = decision.decided_by or "a person"
+        warning = (f"Accepted as partial by {who} although it is invalid: {'; '.join(problems)}"
+                   + (f" ({decision.comment})" if decision.comment else ""))
+        base = result if result is not None else ResponsePackage(
+            status=ResultStatus.PARTIAL_COMPLETION, output_payload={})
+        partial = base.model_copy(update={"status": ResultStatus.PARTIAL_COMPLETION,
+                                          "warnings": [*base.warnings, warning]})
+        await self.reporter.emit(run.run_id, _LOG, {"level": "warning", "message": warning})
+        await self.reporter.end(run, RunState.COMPLETE, result=partial, criteria=criteria)
+        return True
+
+    async def _retry_invalid(self, run: ActiveRun, message: str, problems: list[str],
+                             decision: ApprovalDecision) -> None:
+        """A person asks for another attempt at an invalid result, in a fresh context."""
+        attempts = run.attempts
+        attempts.retries += 1
+        previous = PreviousFailure(
+            attempt_number=attempts.retries + 1, failure_report=message, specific_failures=problems,
+            fix_instructions=decision.comment or "Hand back a result that fits the expected output "
+                                                 "schema and meets every success criterion.")
+        self._fresh_context(run, previous)
+        await self.reporter.emit(run.run_id, _LOG, {
+            "level": "warning", "action": "retry", "attempt": attempts.retries + 1,
+            "message": f"{decision.decided_by or 'A person'} asked for another attempt with a fresh "
+                       f"context (attempt {attempts.retries + 1})."})
+        run.chat.next_turn()
+        await self.reporter.save(run)
+
+    def _fresh_context(self, run: ActiveRun, previous: PreviousFailure) -> None:
+        """Start the run's conversation again, with ``previous_failure`` in its packet."""
+        scope, chat = run.scope, run.chat
+        assert scope.packet is not None
+        scope.replace_packet(scope.packet.model_copy(update={"previous_failure": previous}))
+        chat.messages = initial_messages(scope.packet, scope.packet_dict(), examples=scope.examples,
+                                         compact=run.adapter.compact_prompt)
+        chat.answered = set()
+        chat.iteration = 0
+        run.attempts.correction_used = False
+
     async def _failed(self, run: ActiveRun, result: ResponsePackage) -> bool:
         """A FAILURE result: the agloop retry table decides on a fresh-context retry."""
         attempts = run.attempts
@@ -171,12 +235,7 @@ class Judge:
                 failure_report=(report.message if report and report.message else result.summary) or str(reason),
                 specific_failures=list(result.blockers) or ([report.message] if report and report.message else []),
                 fix_instructions=rule.description)
-            scope.replace_packet(scope.packet.model_copy(update={"previous_failure": previous}))
-            chat.messages = initial_messages(scope.packet, scope.packet_dict(), examples=scope.examples,
-                                             compact=run.adapter.compact_prompt)
-            chat.answered = set()
-            chat.iteration = 0
-            attempts.correction_used = False
+            self._fresh_context(run, previous)
             await self.reporter.emit(run.run_id, _LOG, {
                 "level": "warning", "failed_reason": str(reason), "action": rule.action.value,
                 "attempt": attempts.retries + 1,

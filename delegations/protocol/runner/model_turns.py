@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from ..adapters.base import ModelAdapter, ModelTurn
-from ..approvals import ApprovalKind
+from ..approvals import ApprovalKind, ancestors_left, raised_budget
 from ..budgets import hard_limit_hit, overshot, soft_threshold_crossed, used
 from ..errors import ErrorCode, ProtocolError
 from ..events import EventType
@@ -109,28 +109,68 @@ class ModelTurns:
             "message": f"Last model call allowed ({limit}: {reason}); only yield_control is offered."})
 
     async def check_soft_threshold(self, run: ActiveRun) -> None:
-        """Ask a person once per axis whose usage crossed the soft threshold; a refusal
-        ends the run (ERR_RESOURCE_EXHAUSTED)."""
+        """Ask a person once per axis and limit whose usage crossed the soft threshold: a
+        refusal ends the run (ERR_RESOURCE_EXHAUSTED); going on with a raised limit asks
+        again when usage nears the new one.
+
+        ``soft_gated`` holds ``axis`` once a person let the run go on at its limit, and
+        ``axis:limit`` for each limit a person raised; the first question on an axis has
+        the step ``axis``, a later one ``axis:limit`` (so each has a key of its own)."""
         threshold = self.settings.soft_threshold
-        budget, usage = run.scope.budget, run.usage
-        for axis in soft_threshold_crossed(budget, usage, threshold):
-            if axis in run.attempts.soft_gated:
+        usage, gated = run.usage, run.attempts.soft_gated
+        for axis in soft_threshold_crossed(run.scope.budget, usage, threshold):
+            limit = getattr(run.scope.budget, axis)
+            marker = f"{axis}:{limit:g}"
+            if axis in gated or marker in gated:
                 continue
-            limit = getattr(budget, axis)
+            raised_before = any(entry.startswith(f"{axis}:") for entry in gated)
             decision = await self.questions.ask(
-                run, ApprovalKind.BUDGET, axis,
+                run, ApprovalKind.BUDGET, marker if raised_before else axis,
                 f"Run {run.label or run.run_id} used {used(usage, axis):g} of its "
                 f"{axis} limit {limit:g}; continue?",
                 {"axis": axis, "limit": limit, "used": used(usage, axis),
-                 "threshold": threshold, "usage": usage.as_dict()},
+                 "threshold": threshold, "usage": usage.as_dict(),
+                 "budget": run.scope.budget_dict()},
                 "medium")
-            run.attempts.soft_gated.add(axis)
             if not decision.allows:
+                gated.add(axis)
                 raise ProtocolError(
                     ErrorCode.RESOURCE_EXHAUSTED,
                     f"Stopped at the soft budget threshold on {axis} by a person"
                     f"{': ' + decision.comment if decision.comment else ''}.",
                     details={"axis": axis})
+            if decision.budget_limit and await self._raise_limits(run, decision.budget_limit,
+                                                                  decision.decided_by):
+                gated.add(marker)
+            else:
+                gated.add(axis)
+
+    async def _raise_limits(self, run: ActiveRun, limits: dict[str, Any], decided_by: str) -> bool:
+        """Take the limits a person raised; a raise beyond what the ancestors have left is
+        not taken (the host checks it before, so this is a safeguard), which is logged."""
+        scope = run.scope
+        ancestors = ancestors_left((a.scope.budget, a.usage) for a in run.chain() if a is not run)
+        old = scope.budget
+        budget, problems = raised_budget(old, limits, usage=run.usage, ancestors=ancestors)
+        if problems:
+            await self.reporter.emit(run.run_id, _LOG, {
+                "level": "warning", "problems": problems,
+                "message": "The raised budget was not taken: " + " ".join(problems)})
+            return False
+        scope.budget = budget
+        scope._budget_dict = None
+        run.checkpoint_base = None      # the budget is one of the checkpoint's fixed fields
+        changes = ", ".join(f"{axis} from {_figure(getattr(old, axis))} to {_figure(getattr(budget, axis))}"
+                            for axis in limits)
+        await self.reporter.emit(run.run_id, _LOG, {
+            "level": "info", "budget": scope.budget_dict(), "raised": dict(limits),
+            "decided_by": decided_by,
+            "message": f"{decided_by or 'A person'} raised the budget: {changes}."})
+        return True
+
+
+def _figure(value: float | int | None) -> str:
+    return "unlimited" if value is None else f"{value:g}"
 
 
 def check_hard_limits(run: ActiveRun, *, before_call: bool) -> None:

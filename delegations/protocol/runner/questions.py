@@ -53,10 +53,18 @@ class Questions:
         decision = await self.gate.decide(request)
         asked.discard(key)
         await self.reporter.set_state(run, RunState.WORKING, {"resumed": True} if resumed else None)
-        await emit(run.run_id, _APPROVAL, {
+        decided: dict[str, Any] = {
             "key": request.key, "kind": kind.value, "title": title,
             "decision": decision.decision.value, "comment": decision.comment,
-            "decided_by": decision.decided_by})
+            "decided_by": decision.decided_by}
+        # the run's log says what a person changed, not only that they decided
+        if decision.edited_arguments is not None:
+            decided["edited_arguments"] = decision.edited_arguments
+        if decision.always_allow:
+            decided["always_allow"] = True
+        if decision.budget_limit:
+            decided["budget_limit"] = decision.budget_limit
+        await emit(run.run_id, _APPROVAL, decided)
         return decision
 
 

@@ -33,6 +33,9 @@ class RunnerSettings:
     read_max_bytes: int = 256_000
     command_timeout_s: float = 60.0
     retry_limit: int = 2
+    # a result still invalid after the self-correction turn: False ends the run FAILED
+    # (ERR_INVALID_RESULT); True asks a person (inbox kind invalid_result) first
+    invalid_result_inbox: bool = False
     max_concurrency: int = 8                    # OpenClaw sub-agents' lane default
     prices: Mapping[str, Any] | None = None     # model -> (input, output) USD per 1M tokens
     text_flush_chars: int = 200

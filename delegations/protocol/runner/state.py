@@ -50,6 +50,8 @@ class Scope:
     max_iterations: int = 5
     can_delegate: bool = False
     token: str = ""                              # the capability token its tools are checked against
+    # tools a person allowed for the rest of this run and its subagents: tool -> who decided
+    always_allowed: dict[str, str] = field(default_factory=dict)
     tools: list[dict[str, Any]] = field(default_factory=list)
     _packet_dict: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _budget_dict: dict[str, Any] | None = field(default=None, init=False, repr=False)
@@ -245,6 +247,15 @@ class ActiveRun:
         while run is not None:
             yield run
             run = run.parent
+
+    def always_allowed_by(self, tool: str) -> str | None:
+        """Who allowed ``tool`` for the rest of this run or of an ancestor (an "always
+        allow" decision covers the run's subagents too), else None."""
+        for run in self.chain():
+            who = run.scope.always_allowed.get(tool)
+            if who is not None:
+                return who
+        return None
 
     def cancel_error(self) -> dict[str, Any]:
         """The ``error`` of this run cancelled (not a failure: no ``error`` event)."""

@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 _TOOL_CALL = EventType.TOOL_CALL.value
 _TOOL_RESULT = EventType.TOOL_RESULT.value
 _ERROR = EventType.ERROR.value
+_LOG = EventType.LOG.value
 
 _HIGH_RISK = frozenset({"file_delete", "financial_tx"})
 
@@ -95,20 +96,34 @@ class ToolCalls:
                                 "run_command is switched off on this server (subprocess_enabled).")
         arguments = call.arguments
         if tool.capability in run.scope.approval_required:
-            decision = await self.questions.ask(
-                run, ApprovalKind.CAPABILITY, call.id,
-                f"Run {run.label or run.run_id} wants to {call.name} ({tool.capability})",
-                {"tool": call.name, "capability": tool.capability, "arguments": arguments,
-                 "call_id": call.id, "description": CAPABILITY_DESCRIPTIONS.get(tool.capability, "")},
-                "high" if tool.capability in _HIGH_RISK else "medium")
-            _raise_unless_allowed(decision)
-            if decision.edited_arguments is not None:
-                arguments = decision.edited_arguments
+            arguments = await self._approved_arguments(run, call, tool.capability)
         context = ToolContext(
             workspace=Path(run.workspace), read_max_bytes=settings.read_max_bytes,
             http_max_bytes=settings.http_max_bytes, http_timeout_s=settings.http_timeout_s,
             command_timeout_s=settings.command_timeout_s)
         return await tool.run(context, arguments)
+
+    async def _approved_arguments(self, run: ActiveRun, call: ToolCall, capability: str) -> dict[str, Any]:
+        """The arguments a person let ``call`` run with (their edit, else the model's), or
+        ERR_CONSTRAINT_VIOLATION carrying their comment. A tool a person allowed for the
+        rest of the run (or of an ancestor) runs without asking; that is logged."""
+        allowed_by = run.always_allowed_by(call.name)
+        if allowed_by is not None:
+            await self.reporter.emit(run.run_id, _LOG, {
+                "level": "info", "tool": call.name, "call_id": call.id, "always_allowed_by": allowed_by,
+                "message": f"{call.name} runs without asking: {allowed_by} allowed it for the rest "
+                           f"of the run and its subagents."})
+            return call.arguments
+        decision = await self.questions.ask(
+            run, ApprovalKind.CAPABILITY, call.id,
+            f"Run {run.label or run.run_id} wants to {call.name} ({capability})",
+            {"tool": call.name, "capability": capability, "arguments": call.arguments,
+             "call_id": call.id, "description": CAPABILITY_DESCRIPTIONS.get(capability, "")},
+            "high" if capability in _HIGH_RISK else "medium")
+        _raise_unless_allowed(decision)
+        if decision.always_allow:
+            run.scope.always_allowed[call.name] = decision.decided_by or "a person"
+        return decision.edited_arguments if decision.edited_arguments is not None else call.arguments
 
     async def _request_capability(self, run: ActiveRun, call: ToolCall) -> dict[str, Any]:
         capability = call.arguments.get("capability")

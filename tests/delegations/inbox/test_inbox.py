@@ -69,8 +69,8 @@ def test_an_empty_inbox_says_what_would_appear_here(approver_client):
     assert "No decisions yet" in section(page, "inbox-history")
 
 
-def test_an_approver_approves_from_the_inbox_and_comes_back_to_it(approver_client, approver, queued_tasks):
-    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+def test_an_approver_approves_from_the_inbox_and_comes_back_to_it(approver_client, approver, queued_tasks, composer):
+    approval = ask(make_run(composer, state="AWAITING_APPROVAL"), "Delete stale.txt")
     response = decide(approver_client, approval, decision="approve")
     assert response.redirect_chain == [("/inbox/", 302)]
     approval.refresh_from_db()
@@ -79,23 +79,23 @@ def test_an_approver_approves_from_the_inbox_and_comes_back_to_it(approver_clien
     assert "Delete stale.txt" in section(response.content.decode(), "inbox-history")
 
 
-def test_an_approver_rejects_with_a_reason(approver_client, approver, queued_tasks):
-    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+def test_an_approver_rejects_with_a_reason(approver_client, approver, queued_tasks, composer):
+    approval = ask(make_run(composer, state="AWAITING_APPROVAL"), "Delete stale.txt")
     decide(approver_client, approval, decision="reject", comment="Keep it, it is still used")
     approval.refresh_from_db()
     assert approval.status == "rejected" and approval.comment == "Keep it, it is still used"
 
 
-def test_a_rejection_without_a_reason_is_refused_with_what_to_do(approver_client, approver):
-    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Delete stale.txt")
+def test_a_rejection_without_a_reason_is_refused_with_what_to_do(approver_client, approver, composer):
+    approval = ask(make_run(composer, state="AWAITING_APPROVAL"), "Delete stale.txt")
     response = decide(approver_client, approval, decision="reject", comment="  ")
     assert "A rejection needs a comment" in response.content.decode()
     approval.refresh_from_db()
     assert approval.is_pending
 
 
-def test_a_clarification_is_answered_from_the_inbox(approver_client, approver, queued_tasks):
-    approval = ask(make_run(approver, state="AWAITING_APPROVAL"), "Which currency?", kind="clarification")
+def test_a_clarification_is_answered_from_the_inbox(approver_client, approver, queued_tasks, composer):
+    approval = ask(make_run(composer, state="AWAITING_APPROVAL"), "Which currency?", kind="clarification")
     pending = section(inbox(approver_client), "inbox-pending")
     assert 'name="answer"' in pending and 'value="approve"' not in pending
     decide(approver_client, approval, decision="answer", answer="EUR")
@@ -103,10 +103,10 @@ def test_a_clarification_is_answered_from_the_inbox(approver_client, approver, q
     assert approval.status == "answered" and approval.answer == "EUR"
 
 
-def test_a_decided_item_cannot_be_decided_again(approver_client, approver):
-    approval = decided(make_run(approver, state="WORKING"), "Delete stale.txt", approver)
+def test_a_decided_item_cannot_be_decided_again(approver_client, approver, composer):
+    approval = decided(make_run(composer, state="WORKING"), "Delete stale.txt", approver)
     response = decide(approver_client, approval, decision="reject", comment="changed my mind")
-    assert "already approved" in response.content.decode()
+    assert "Already approved by" in response.content.decode()
     approval.refresh_from_db()
     assert approval.status == "approved"
 

@@ -285,7 +285,7 @@ def test_finished_trees_are_archived_after_the_set_age_and_cleanup_delete_ones_r
 
 
 @pytest.mark.services
-def test_cancelling_a_parked_tree_cancels_every_descendant_and_expires_its_items(
+def test_cancelling_a_parked_tree_cancels_every_descendant_and_its_items(
         immediate_tasks: None, composer: Any) -> None:
     config = scripts.with_child(scripts.needs_approval())
     config["script"][0]["tool_calls"][0]["arguments"]["capabilities"] = ["file_delete"]
@@ -293,7 +293,7 @@ def test_cancelling_a_parked_tree_cancels_every_descendant_and_expires_its_items
     child = Run.objects.get(parent=run)
     run_cancel(run=run, reason="Not needed any more.")
     assert (state_of(run), state_of(child)) == ("CANCELLED", "CANCELLED")
-    assert Approval.objects.get().status == "expired"
+    assert Approval.objects.get().status == "cancelled"
     assert run.error["message"] == "Not needed any more."
 
 

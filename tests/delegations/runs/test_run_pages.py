@@ -530,8 +530,8 @@ def test_retrying_a_run_that_is_still_going_is_refused(composer_client, composer
     assert not Run.objects.filter(retry_of=run).exists()
 
 
-def test_an_approver_decides_a_pending_item_from_the_run_page(client, approver, queued_tasks):
-    run = make_run(approver, state="AWAITING_APPROVAL")
+def test_an_approver_decides_a_pending_item_from_the_run_page(client, approver, queued_tasks, composer):
+    run = make_run(composer, state="AWAITING_APPROVAL")
     approval = Approval.objects.create(run=run, key=f"{run.pk}:capability:x", kind="capability",
                                        title="Delete stale.txt", risk="high")
     client.force_login(approver)
@@ -543,8 +543,8 @@ def test_an_approver_decides_a_pending_item_from_the_run_page(client, approver, 
     assert approval.status == "approved" and approval.decided_by == approver
 
 
-def test_a_clarification_is_answered_from_the_run_page(client, approver, queued_tasks):
-    run = make_run(approver, state="AWAITING_APPROVAL")
+def test_a_clarification_is_answered_from_the_run_page(client, approver, queued_tasks, composer):
+    run = make_run(composer, state="AWAITING_APPROVAL")
     approval = Approval.objects.create(run=run, key=f"{run.pk}:clarification:1", kind="clarification",
                                        title="Which currency?")
     client.force_login(approver)
@@ -557,8 +557,8 @@ def test_a_clarification_is_answered_from_the_run_page(client, approver, queued_
     assert approval.status == "answered" and approval.answer == "EUR"
 
 
-def test_a_rejection_needs_a_reason(client, approver):
-    run = make_run(approver, state="AWAITING_APPROVAL")
+def test_a_rejection_needs_a_reason(client, approver, composer):
+    run = make_run(composer, state="AWAITING_APPROVAL")
     approval = Approval.objects.create(run=run, key=f"{run.pk}:capability:x", kind="capability", title="x")
     client.force_login(approver)
     response = client.post(f"/runs/{run.pk}/approvals/{approval.pk}/decision/",
