@@ -29,13 +29,20 @@ from django.utils import timezone
 from delegations.inbox.decisions import decide_refusal
 from delegations.models import Approval, Run, RunEvent
 from delegations.protocol.approvals import ALWAYS_ALLOW_KINDS, allowed_decisions
-from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, remaining
+from delegations.protocol.budgets import CONSUMABLE_AXES, remaining
 from delegations.protocol.capabilities import (
     APPROVAL_REQUIRED_CAPABILITIES,
     CAPABILITY_DESCRIPTIONS,
     CAPABILITY_TOOLS,
 )
-from delegations.runs.snapshot import diff_lines, format_seconds, format_usd, pretty_json
+from delegations.runs.snapshot import (
+    AXIS_LABELS,
+    budget_amount,
+    diff_lines,
+    pretty_json,
+    run_budget,
+    run_usage,
+)
 
 RECENT_EVENTS_READ = 40     # the tail of the asking run's log read for "what it was doing"
 RECENT_SHOWN = 5            # activity lines shown
@@ -49,8 +56,6 @@ KIND_LABELS = {
     "clarification": "Question for a person",
     "invalid_result": "Result failed validation",
 }
-AXIS_LABELS = {"max_model_calls": "Model calls", "max_tokens": "Tokens", "max_runtime_s": "Time",
-               "max_cost_usd": "Cost"}
 
 
 def decision_items(user: Any, approvals: Sequence[Approval]) -> list[dict[str, Any]]:
@@ -190,45 +195,16 @@ def _lineage(run: Run, known: dict[str, Run]) -> list[Run]:
     return list(reversed(chain))
 
 
-def _usage(run: Run) -> Usage:
-    stored = run.usage if isinstance(run.usage, dict) else {}
-    runtime = float(stored.get("runtime_s") or 0.0)
-    if not run.is_terminal and run.started_at is not None:
-        runtime = max(runtime, (timezone.now() - run.started_at).total_seconds())
-    return Usage(model_calls=int(stored.get("model_calls") or 0),
-                 input_tokens=int(stored.get("input_tokens") or 0),
-                 output_tokens=int(stored.get("output_tokens") or 0),
-                 cost_usd=float(stored.get("cost_usd") or 0.0), runtime_s=runtime)
-
-
-def _budget(run: Run) -> Budget:
-    try:
-        return Budget.model_validate(run.budget or {})
-    except ValueError:
-        return Budget()
-
-
-def amount(axis: str, value: float | None) -> str:
-    """A budget figure as a person reads it."""
-    if value is None:
-        return "no limit"
-    if axis == "max_runtime_s":
-        return format_seconds(value)
-    if axis == "max_cost_usd":
-        return format_usd(value)
-    return f"{int(value):,}"
-
-
 def budget_rows(run: Run) -> list[dict[str, Any]]:
     """Per consumable axis: used, limit, left and the share used (for a meter)."""
-    budget, usage = _budget(run), _usage(run)
+    budget, usage = run_budget(run), run_usage(run)
     left = remaining(budget, usage)
     rows = []
     for axis, measure in CONSUMABLE_AXES:
         limit, used = getattr(budget, axis), getattr(usage, measure)
         share = min(1.0, used / limit) if limit else (1.0 if limit == 0 else None)
-        rows.append({"axis": axis, "label": AXIS_LABELS[axis], "used": amount(axis, used),
-                     "limit": amount(axis, limit), "left": amount(axis, getattr(left, axis)),
+        rows.append({"axis": axis, "label": AXIS_LABELS[axis], "used": budget_amount(axis, used),
+                     "limit": budget_amount(axis, limit), "left": budget_amount(axis, getattr(left, axis)),
                      "limited": limit is not None,
                      "percent": round(share * 100) if share is not None else None,
                      "tone": "bad" if share is not None and share >= 1 else
@@ -341,21 +317,21 @@ def _budget_threshold(context: dict[str, Any], payload: dict[str, Any], who: str
     numeric = isinstance(limit, int | float) and isinstance(used, int | float)
     ceiling = None
     if parent is not None and axis in AXIS_LABELS:
-        ceiling = getattr(remaining(_budget(parent), _usage(parent)), axis)
+        ceiling = getattr(remaining(run_budget(parent), run_usage(parent)), axis)
     context["budget_ask"] = {
         "axis": axis, "label": label, "limit": limit, "used": used,
-        "limit_text": amount(axis, limit) if numeric else str(limit),
-        "used_text": amount(axis, used) if numeric else str(used),
-        "ceiling": ceiling, "ceiling_text": amount(axis, ceiling) if ceiling is not None else "",
+        "limit_text": budget_amount(axis, limit) if numeric else str(limit),
+        "used_text": budget_amount(axis, used) if numeric else str(used),
+        "ceiling": ceiling, "ceiling_text": budget_amount(axis, ceiling) if ceiling is not None else "",
         "suggested": _suggested_limit(float(limit), ceiling) if isinstance(limit, int | float) else None,
         "step": "0.01" if axis == "max_cost_usd" else ("0.1" if axis == "max_runtime_s" else "1"),
     }
     grant = f"Lets {who} continue past the soft threshold on {label.lower()}"
     if numeric:
-        grant += f": it has used {amount(axis, used)} of {amount(axis, limit)}."
+        grant += f": it has used {budget_amount(axis, used)} of {budget_amount(axis, limit)}."
     grants = [grant, "Raise the limit to give it room; without a raise it stops at the hard limit."]
     if ceiling is not None:
-        grants.append(f"A raised limit can't be above what its parent has left ({amount(axis, ceiling)} more).")
+        grants.append(f"A raised limit can't be above what its parent has left ({budget_amount(axis, ceiling)} more).")
     context["grants"] = grants
     context["rejecting"] = "The run stops here with ERR_RESOURCE_EXHAUSTED and your comment."
 

@@ -41,7 +41,7 @@ STATUS_TONES: dict[str, str] = {
 }
 SEVERITY_TONES: dict[str, str] = {"error": "bad", "warning": "warn", "info": "info"}
 LOG_TONES: dict[str, str] = {"error": "bad", "warning": "warn"}
-METER_LABELS: dict[str, str] = {
+AXIS_LABELS: dict[str, str] = {   # a budget axis as a person names it
     "max_model_calls": "Model calls", "max_tokens": "Tokens", "max_runtime_s": "Time",
     "max_cost_usd": "Cost",
 }
@@ -274,7 +274,8 @@ def timeline_item(event: RunEvent | dict[str, Any], approval_ids: dict[str, int]
 
 # -- meters, tree, streams ----------------------------------------------------------------
 
-def _usage(run: Run) -> Usage:
+def run_usage(run: Run) -> Usage:
+    """What the run has used, its time so far while it runs."""
     stored = run.usage if isinstance(run.usage, dict) else {}
     runtime = float(stored.get("runtime_s") or 0.0)
     if not run.is_terminal or not runtime:
@@ -285,14 +286,16 @@ def _usage(run: Run) -> Usage:
                  cost_usd=float(stored.get("cost_usd") or 0.0), runtime_s=runtime)
 
 
-def _budget(run: Run) -> Budget:
+def run_budget(run: Run) -> Budget:
+    """The run's budget; a stored one that no longer reads counts as no limit."""
     try:
         return Budget.model_validate(run.budget or {})
     except ValueError:
         return Budget()
 
 
-def _amount(axis: str, value: float | None) -> str:
+def budget_amount(axis: str, value: float | None) -> str:
+    """A budget figure as a person reads it."""
     if value is None:
         return "no limit"
     if axis == "max_runtime_s":
@@ -305,7 +308,7 @@ def _amount(axis: str, value: float | None) -> str:
 def budget_meters(run: Run) -> list[dict[str, Any]]:
     """Per consumable axis: used / limit, the filled share and where the soft threshold
     (HANDOFF_SOFT_BUDGET_THRESHOLD) sits on the meter."""
-    budget, usage = _budget(run), _usage(run)
+    budget, usage = run_budget(run), run_usage(run)
     fractions = fraction_used(budget, usage)
     soft = float(settings.HANDOFF_SOFT_BUDGET_THRESHOLD)
     meters = []
@@ -318,8 +321,8 @@ def budget_meters(run: Run) -> list[dict[str, Any]]:
         elif fraction is not None and fraction >= soft:
             tone = "warn"
         meters.append({
-            "axis": axis, "label": METER_LABELS[axis], "used": _amount(axis, used),
-            "limit": _amount(axis, getattr(budget, axis)), "limited": fraction is not None,
+            "axis": axis, "label": AXIS_LABELS[axis], "used": budget_amount(axis, used),
+            "limit": budget_amount(axis, getattr(budget, axis)), "limited": fraction is not None,
             "percent": round(min(fraction, 1.0) * 100, 1) if fraction is not None else 0,
             "value": round(fraction * 100, 1) if fraction is not None else 0,
             "soft_percent": round(soft * 100, 1), "tone": tone,

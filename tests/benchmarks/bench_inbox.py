@@ -14,25 +14,21 @@ Target: under 100 ms.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import statistics
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import tests.benchmarks.throwaway_site  # noqa: F401  (first: it sets up Django)
+from tests.benchmarks.throwaway_site import time_page  # first: it sets up Django
 
 # isort: split
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -98,29 +94,12 @@ def main() -> None:
     assert first.status_code == 200, first.status_code
     html = first.content.decode()
     assert f'data-count="{args.items}"' in html and html.count('class="approval inbox-item') == 20
-    queries: list[str] = []
-
-    def count(execute: Any, sql: str, *rest: Any) -> Any:
-        queries.append(sql)   # a wrapper, not the debug log: each request closes the connection
-        return execute(sql, *rest)
-
-    with connection.execute_wrapper(count):
-        client.get(url)
-
-    timings = []
-    gc.collect()
-    for _ in range(args.rounds):
-        started = time.perf_counter()
-        response = client.get(url)
-        timings.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200
-    median = statistics.median(timings)
-    p95 = sorted(timings)[max(0, round(0.95 * len(timings)) - 1)]
+    median, p95, queries = time_page(client, url, args.rounds)
     verdict = "meets" if median < TARGET_MS else "MISSES"
     print(f"inbox page, {args.items} pending: median {median:.1f} ms, p95 {p95:.1f} ms over {args.rounds} "
-          f"GETs, {len(queries)} queries, {len(first.content) // 1024} KB; {verdict} the {TARGET_MS:.0f} ms target")
+          f"GETs, {queries} queries, {len(first.content) // 1024} KB; {verdict} the {TARGET_MS:.0f} ms target")
     print(json.dumps({"case": "inbox_page", "items": args.items, "median_ms": round(median, 1),
-                      "p95_ms": round(p95, 1), "queries": len(queries), "target_ms": TARGET_MS}))
+                      "p95_ms": round(p95, 1), "queries": queries, "target_ms": TARGET_MS}))
 
 
 if __name__ == "__main__":
