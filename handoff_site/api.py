@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -9,15 +10,17 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
-from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse
-from ninja import NinjaAPI, Schema
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.db import DataError, connection
+from django.http import Http404, HttpRequest, HttpResponse, UnreadablePostError
+from django.http.multipartparser import MultiPartParserError
+from ninja import Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from delegations.accounts import api as accounts_api
 from delegations.accounts.auth import api_auth
+from delegations.accounts.rate_limits import RateLimited
 from delegations.composer import api as composer_api
 from delegations.composer.services import DelegationError
 from delegations.inbox import api as inbox_api
@@ -27,15 +30,19 @@ from delegations.runs import api as runs_api
 from delegations.runs.workflows import RunError
 from skills import api as skills_api
 
-logger = logging.getLogger(__name__)
+from .api_errors import HandoffNinjaAPI, JSONBodyParser, body_error_of, unreadable_body
 
-api = NinjaAPI(
+logger = logging.getLogger(__name__)
+CHECK_TIMEOUT_S = 2.0
+
+api = HandoffNinjaAPI(
     title="Handoff API",
     version="1.0",
     description="Skills, delegations, runs and approvals. Authenticate with "
                 "`Authorization: Bearer <token>` (create one under Account) or a browser session.",
     auth=api_auth,
     urls_namespace="api",
+    parser=JSONBodyParser(),
 )
 
 api.add_router("/skills", skills_api.router)
@@ -71,9 +78,13 @@ def _check_channel_layer() -> dict[str, Any]:
         return {"ok": False, "error": "CHANNEL_LAYERS is not configured"}
     try:
         async def roundtrip() -> bool:
-            channel = await layer.new_channel("health.")
+            # the default prefix: channels_redis lets one receiver of a process block at a
+            # time, on its own key; a "health." channel is another key, so while the run
+            # feed blocked (up to 5 s) the probe waited for its turn and timed out
+            channel = await layer.new_channel()
             await layer.send(channel, {"type": "health.ping"})
-            message = await layer.receive(channel)
+            # bounded: a load balancer's probe must get an answer while Redis is away
+            message = await asyncio.wait_for(layer.receive(channel), CHECK_TIMEOUT_S)
             return bool(message.get("type") == "health.ping")
         ok = async_to_sync(roundtrip)()
         return {"ok": ok, "backend": type(layer).__name__}
@@ -81,15 +92,28 @@ def _check_channel_layer() -> dict[str, Any]:
         return {"ok": False, "backend": type(layer).__name__, "error": str(exc)}
 
 
+def _check_task_queue() -> dict[str, Any]:
+    """In rq mode the queue lives in Redis: a server that cannot reach it cannot start runs."""
+    if settings.HANDOFF_TASK_BACKEND != "rq":
+        return {"ok": True, "backend": settings.HANDOFF_TASK_BACKEND}
+    import django_rq
+
+    try:
+        django_rq.get_connection("default").ping()
+        return {"ok": True, "backend": "rq"}
+    except Exception as exc:
+        return {"ok": False, "backend": "rq", "error": str(exc)}
+
+
 def _check_workers() -> dict[str, Any]:
-    if settings.HANDOFF_TASK_BACKEND != "db":
+    if settings.HANDOFF_TASK_BACKEND not in ("db", "rq"):
         return {"ok": True, "backend": settings.HANDOFF_TASK_BACKEND,
                 "note": "workers of this backend report elsewhere"}
     try:
         alive = list(WorkerHeartbeat.alive().values("worker_id", "kind", "last_seen"))
     except Exception as exc:
         return {"ok": False, "error": str(exc)}
-    return {"ok": bool(alive), "backend": "db", "alive": len(alive),
+    return {"ok": bool(alive), "backend": settings.HANDOFF_TASK_BACKEND, "alive": len(alive),
             "workers": [{**w, "last_seen": w["last_seen"].isoformat()} for w in alive]}
 
 
@@ -102,6 +126,25 @@ def health(request: HttpRequest) -> HealthOut:
         status = "degraded"
     return HealthOut(status=status, database=database, channel_layer=layer, workers=workers,
                      version=api.version)
+
+
+class ReadyOut(Schema):
+    ready: bool
+    database: dict[str, Any]
+    channel_layer: dict[str, Any]
+    task_queue: dict[str, Any]
+
+
+@api.get("/ready", auth=None, response={200: ReadyOut, 503: ReadyOut}, tags=["health"],
+         summary="Readiness for a load balancer: 503 unless this server can serve")
+def ready(request: HttpRequest) -> Status[ReadyOut]:
+    """200 when the database, the channel layer and (in rq mode) the task queue's Redis
+    answer; 503 otherwise, so a load balancer takes the server out of rotation. Workers
+    are not part of it (see /api/health): a server without workers still serves pages."""
+    database, layer, queue = _check_database(), _check_channel_layer(), _check_task_queue()
+    ok = bool(database["ok"] and layer["ok"] and queue["ok"])
+    return Status(200 if ok else 503, ReadyOut(ready=ok, database=database, channel_layer=layer,
+                                              task_queue=queue))
 
 
 @api.exception_handler(ProtocolError)
@@ -144,7 +187,49 @@ def invalid_input(request: HttpRequest, exc: NinjaValidationError) -> HttpRespon
 
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if (body_error := body_error_of(exc)) is not None:
+        return api.create_response(request, {"detail": body_error.message}, status=body_error.status)
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(MultiPartParserError)
+@api.exception_handler(SuspiciousOperation)
+def unreadable_request(request: HttpRequest,
+                       exc: MultiPartParserError | SuspiciousOperation) -> HttpResponse:
+    # Django answers these with 400 on pages; the catch-all below would make them 500s.
+    status, message = unreadable_body(exc)
+    return api.create_response(request, {"detail": message}, status=status)
+
+
+@api.exception_handler(RateLimited)
+def too_many_attempts(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    response = api.create_response(request, {"detail": exc.message}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(OverflowError)
+@api.exception_handler(DataError)
+def out_of_range(request: HttpRequest, exc: OverflowError | DataError) -> HttpResponse:
+    # A number past what the database stores (an id of 2**70): the client's input, not a
+    # server fault. Routes should bound their numbers; this keeps a missed one from a 500.
+    logger.warning("Out-of-range value on %s %s: %s", request.method, request.path, exc)
+    return api.create_response(request, {"detail": "A number in the request is out of range "
+                                                   "(at most 2**63 - 1)."}, status=422)
+
+
+@api.exception_handler(RecursionError)
+def nested_too_deeply(request: HttpRequest, exc: RecursionError) -> HttpResponse:
+    # json.loads of "[[[[..." 100 000 deep, in a route that reads its own body
+    logger.warning("Input nested too deeply on %s %s", request.method, request.path)
+    return api.create_response(request, {"detail": "The request is nested too deeply to read."},
+                               status=400)
+
+
+@api.exception_handler(UnreadablePostError)
+def body_cut_off(request: HttpRequest, exc: UnreadablePostError) -> HttpResponse:
+    return api.create_response(request, {"detail": f"The request body could not be read: {exc}."},
+                               status=400)
 
 
 @api.exception_handler(Exception)

@@ -218,3 +218,62 @@ HANDOFF_INBOX_WEBHOOK_TRIES = env_int("HANDOFF_INBOX_WEBHOOK_TRIES", 3, minimum=
 HANDOFF_INBOX_WEBHOOK_BACKOFF_S = env_float("HANDOFF_INBOX_WEBHOOK_BACKOFF_S", 2.0, minimum=0.0, maximum=600.0)
 # Where people reach this site: links sent out of it (the webhook's) start with it.
 HANDOFF_BASE_URL = env_str("HANDOFF_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# --- scale-out --------------------------------------------------------------------------
+# README, Scale-out. RQ workers are `manage.py rqworker --job-class django_tasks_rq.Job
+# default`: django_rq provides the command, and RQ["WORKER_CLASS"] makes every one of them
+# a Handoff worker (a heartbeat, and the sweeper that resumes the runs of dead workers).
+# A job runs a tree until it ends or parks; RQ kills the work horse of a job that passes
+# the timeout (its run is then resumed from its checkpoint by the sweeper), so it must be
+# longer than the longest run's hard timeout (timeout_s). RQ's own default is 180 s.
+HANDOFF_RQ_JOB_TIMEOUT = env_int("HANDOFF_RQ_JOB_TIMEOUT", 3600, minimum=60)
+if HANDOFF_TASK_BACKEND == "rq":
+    INSTALLED_APPS.append("django_rq")
+    # (mypy inferred the dict above as str-valued; RQ takes the timeout in seconds)
+    RQ_QUEUES["default"]["DEFAULT_TIMEOUT"] = HANDOFF_RQ_JOB_TIMEOUT  # type: ignore[assignment]
+    RQ = {"WORKER_CLASS": "delegations.runs.worker.HandoffRQWorker"}
+if REDIS_URL:
+    # redis-py 8 reads with a 5 s socket timeout by default, which is exactly how long
+    # channels_redis blocks waiting for a message (BZPOPMIN, 5 s): every receive on a quiet
+    # channel failed with "Timeout reading", and the run feed paused 1 s before receiving
+    # again (the readiness roundtrip failed every other probe). Longer than the blocking
+    # wait, a read times out only when Redis is really gone. (mypy inferred the layer's
+    # settings as a collection of str, as for RQ_QUEUES above.)
+    CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [  # type: ignore[index]
+        {"address": REDIS_URL, "socket_timeout": 15}]
+
+# --- security and rate limits ----------------------------------------------------------
+# Failed logins and API tokens (delegations/accounts/rate_limits.py): past the limit within
+# the window, 429 with Retry-After. Counted in HANDOFF_RATE_LIMIT_CACHE; with several server
+# processes make it a shared cache (Redis), or each process counts on its own.
+HANDOFF_LOGIN_MAX_FAILURES = env_int("HANDOFF_LOGIN_MAX_FAILURES", 5, minimum=1)
+HANDOFF_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("HANDOFF_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1)
+HANDOFF_LOGIN_WINDOW_S = env_int("HANDOFF_LOGIN_WINDOW_S", 15 * 60, minimum=1)
+HANDOFF_TOKEN_MAX_FAILURES = env_int("HANDOFF_TOKEN_MAX_FAILURES", 20, minimum=1)
+HANDOFF_TOKEN_WINDOW_S = env_int("HANDOFF_TOKEN_WINDOW_S", 5 * 60, minimum=1)
+HANDOFF_RATE_LIMIT_CACHE = env_str("HANDOFF_RATE_LIMIT_CACHE", "default")
+# A cache every server process shares (the scale-out recipe sets it to its Redis): the
+# limits above then count across processes. Unset, each process has its own memory cache.
+CACHE_URL = env_str("HANDOFF_CACHE_URL")
+if CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
+                          "KEY_PREFIX": "handoff"}}
+# Behind a proxy you trust: the header it appends the client's address to (X-Forwarded-For).
+# Left empty, REMOTE_ADDR is the client (a forged header must not dodge the limits).
+HANDOFF_CLIENT_IP_HEADER = env_str("HANDOFF_CLIENT_IP_HEADER")
+
+# HTTPS in production, behind a proxy that terminates TLS and sets X-Forwarded-Proto:
+# HANDOFF_SECURE=1 makes `manage.py check --deploy` clean (tests/security/test_deploy.py).
+HANDOFF_SECURE = env_bool("HANDOFF_SECURE", False)
+if HANDOFF_SECURE:
+    if DEBUG:
+        raise ImproperlyConfigured("HANDOFF_SECURE=1 with DEBUG=1: turn DEBUG off in production.")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("HANDOFF_SSL_REDIRECT", True)
+    # load balancers probe over plain HTTP
+    SECURE_REDIRECT_EXEMPT = [r"^api/health$", r"^api/ready$"]
+    SECURE_HSTS_SECONDS = env_int("HANDOFF_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HANDOFF_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("HANDOFF_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True

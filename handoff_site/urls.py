@@ -6,6 +6,8 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.urls import URLPattern, URLResolver, include, path
 
+from delegations.accounts.views import RateLimitedLoginView
+
 from .api import api
 
 
@@ -27,8 +29,7 @@ def _public(patterns: list[URLPattern | URLResolver]) -> list[URLPattern | URLRe
 api_urls, app_name, namespace = api.urls
 
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
-         name="login"),
+    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(),
          name="password_change"),

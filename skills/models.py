@@ -378,7 +378,8 @@ class Skill(models.Model):
     def to_manifest(self) -> SkillManifest:
         """The protocol's SkillManifest for this row (what the runner consumes and export
         writes), carrying the entry point's instruction text."""
-        manifest = SkillManifest.model_validate(self.manifest)
+        manifest = SkillManifest.model_validate(self.manifest, context={
+            "approval_required": frozenset(settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES)})
         if self.instructions and not manifest.instructions:
             manifest = manifest.model_copy(update={"instructions": self.instructions})
         return manifest

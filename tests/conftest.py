@@ -20,6 +20,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-staple"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Failed logins and API tokens are counted per address (all tests share 127.0.0.1):
+    each test starts with none. Only a process-local cache is cleared, never a shared one."""
+    from django.conf import settings
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    cache = caches[settings.HANDOFF_RATE_LIMIT_CACHE]
+    if isinstance(cache, LocMemCache):
+        cache.clear()
+
+
 def _make_user(django_user_model: Any, username: str, *groups: str, **extra: Any) -> Any:
     from django.contrib.auth.models import Group
 

@@ -13,13 +13,20 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
+from delegations.accounts.rate_limits import client_address, token_limit
 from delegations.models import APIToken
 
 
 class BearerTokenAuth(HttpBearer):
+    """An API token; an address that sent too many wrong ones gets 429 for a while
+    (HANDOFF_TOKEN_MAX_FAILURES per HANDOFF_TOKEN_WINDOW_S), even with a right one."""
+
     def authenticate(self, request: HttpRequest, token: str) -> Any:
+        limit, address = token_limit(), f"address:{client_address(request)}"
+        limit.check(address, what="API token attempts")
         api_token = APIToken.authenticate(token)
         if api_token is None:
+            limit.fail(address)
             return None
         request.user = api_token.user
         return api_token.user

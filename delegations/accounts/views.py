@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
-from django.http import HttpResponse
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from delegations.accounts.rate_limits import AttemptLimit, RateLimited, client_address, login_limits
 from delegations.accounts.requests import AuthedRequest
 from delegations.accounts.roles import can_approve, can_compose
 from delegations.models import APIToken
@@ -40,3 +45,36 @@ def token_revoke(request: AuthedRequest, token_id: int) -> HttpResponse:
     token.revoke()
     messages.success(request, f"Token “{token.name}” revoked; programs using it now get 401.")
     return redirect("delegations:account")
+
+
+class RateLimitedLoginView(LoginView):
+    """Django's login page, refusing with 429 (and Retry-After) a username or an address
+    that failed too often (HANDOFF_LOGIN_MAX_FAILURES, ..._PER_ADDRESS, HANDOFF_LOGIN_WINDOW_S)."""
+
+    redirect_authenticated_user = True
+
+    def _attempts(self) -> tuple[tuple[AttemptLimit, str], ...]:
+        by_user, by_address = login_limits()
+        username = str(self.request.POST.get("username", "")).strip().lower()[:150]
+        return (by_user, f"user:{username}"), (by_address, f"address:{client_address(self.request)}")
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = max(limit.retry_after(key) for limit, key in self._attempts())
+        if wait:
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, RateLimited("logins", wait).message)
+            response = self.render_to_response(self.get_context_data(form=form), status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        for limit, key in self._attempts():
+            limit.fail(key)
+        return super().form_invalid(form)
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        by_user, key = self._attempts()[0]
+        by_user.reset(key)  # the address keeps its count: one good login must not wipe a spray
+        return super().form_valid(form)

@@ -87,6 +87,11 @@ def _between(run_id: str, after: int, before: int) -> list[tuple[int, str]]:
     return [(row.seq, feed.event_text(row.as_wire())) for row in rows]
 
 
+# What a client sends is a ping or another small control frame; anything longer is refused
+# unread (uvicorn itself drops frames over 16 MiB).
+MAX_CLIENT_FRAME_CHARS = 64 * 1024
+
+
 class _JsonFramesConsumer(AsyncJsonWebsocketConsumer):
     """Malformed frames get an error frame (the connection stays up); ping gets pong."""
 
@@ -95,10 +100,17 @@ class _JsonFramesConsumer(AsyncJsonWebsocketConsumer):
         if text_data is None:
             await self.send_error("Binary frames are not understood; send JSON text.")
             return
+        if len(text_data) > MAX_CLIENT_FRAME_CHARS:
+            await self.send_error(f"Frame too large: {len(text_data)} characters; control frames "
+                                  f"are at most {MAX_CLIENT_FRAME_CHARS}.")
+            return
         try:
             content = json.loads(text_data)
         except ValueError as exc:
             await self.send_error(f"Malformed frame: not JSON ({exc}).")
+            return
+        except RecursionError:
+            await self.send_error("Malformed frame: JSON nested too deeply.")
             return
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error('Malformed frame: expected a JSON object with a "type".')
@@ -163,12 +175,19 @@ class RunConsumer(_JsonFramesConsumer):
         cursors, problems = _query_cursors(self.scope.get("query_string", b""), self.run_id)
         for problem in problems:
             await self.send_error(problem)
+        self.whole_tree, self.tree = whole_tree, tree
         self.cursors = {run_id: cursors.get(run_id, 0) for run_id in tree}
-        given = {run_id: seq for run_id, seq in self.cursors.items() if seq}
         self.batched = _query_flag(self.scope.get("query_string", b""), "batch")
+        await self._refill()
+        await self.send_json({"type": "synced", "run_id": self.run_id, "cursors": self.cursors})
+        await self._send_held()
+
+    async def _refill(self) -> None:
+        """Every stored event past the cursors, in storage order."""
+        given = {run_id: seq for run_id, seq in self.cursors.items() if seq}
         last_id = 0
         while True:
-            chunk = await _backlog(self.run_id, whole_tree, tree, given, last_id)
+            chunk = await _backlog(self.run_id, self.whole_tree, self.tree, given, last_id)
             fresh = []
             for row_id, run_id, seq, text in chunk:
                 last_id = row_id
@@ -178,8 +197,6 @@ class RunConsumer(_JsonFramesConsumer):
             await self._deliver(fresh)
             if len(chunk) < BACKLOG_CHUNK:
                 break
-        await self.send_json({"type": "synced", "run_id": self.run_id, "cursors": self.cursors})
-        await self._send_held()
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
@@ -210,6 +227,11 @@ class RunConsumer(_JsonFramesConsumer):
             self.held = None
 
     async def _send_live(self, message: dict[str, Any]) -> None:
+        if message.get("resync"):
+            # the feed was off the layer for a while (Redis restarted): what was published
+            # meanwhile never came, and maybe nothing more will, so read it from the log
+            await self._refill()
+            return
         cursors = self.cursors
         spans = message.get("spans")
         if self.batched and spans and all(cursors.get(run_id, 0) == first - 1

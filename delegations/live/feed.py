@@ -145,16 +145,38 @@ class RunFeed:
                 self._receiver = self._channel = None
 
     async def _receive(self, channel: str) -> None:
+        lost = False   # the layer failed: its memberships may be gone with it (Redis restarted)
         while True:
+            if lost:
+                lost = not await self._rejoin(channel)
             try:
                 message = await self.layer.receive(channel)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.warning("The run feed could not receive; retrying", exc_info=True)
+                lost = True
                 await asyncio.sleep(self.RETRY_SECONDS)
                 continue
-            for viewer in tuple(self.viewers.get(message.get("group", ""), ())):
+            self._hand_out(message)
+
+    async def _rejoin(self, channel: str) -> bool:
+        """Subscribe to every watched group again (adding is idempotent) and have their
+        viewers refill from the log what was published meanwhile; False while the layer is
+        still away."""
+        groups = tuple(self.viewers)
+        try:
+            for group in groups:
+                await self.layer.group_add(group, channel)
+        except Exception:
+            return False
+        logger.info("The run feed is back on %d group(s); its viewers refill from the log", len(groups))
+        for group in groups:
+            self._hand_out({"group": group, "resync": True})
+        return True
+
+    def _hand_out(self, message: dict[str, Any]) -> None:
+        for viewer in tuple(self.viewers.get(message.get("group", ""), ())):
                 try:
                     viewer.take(message)
                 except Exception:

@@ -179,13 +179,18 @@ def run_detail(run: Run) -> dict[str, Any]:
 
 
 def page_bounds(total: int, page: int, size: int) -> tuple[int, int, int]:
+    """The page count and the slice of a page; a page past the last is an empty slice
+    (never an OFFSET the database cannot hold)."""
     pages = max(1, -(-total // size))
-    start = (page - 1) * size
+    start = min(page - 1, pages) * size
     return pages, start, start + size
 
 
-def _visible_run(request: HttpRequest, run_id: str) -> Run:
-    run = visible_runs(request.user).select_related("owner").filter(pk=run_id).first()
+def _visible_run(request: HttpRequest, run_id: str, *, to_act: bool = False) -> Run:
+    """A run the caller may read; ``to_act`` (cancel, message, retry): one of their own
+    (staff: any). Approvers read the runs that ask them, but only to decide."""
+    runs = Run.objects.visible_to(request.user) if to_act else visible_runs(request.user)
+    run = runs.select_related("owner").filter(pk=run_id).first()
     if run is None:
         raise Http404(f"No run {run_id} that you can see.")
     return run
@@ -306,7 +311,7 @@ def cancel_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
     """Optional body ``{"reason": "..."}``. 409 when the run already ended. A run a worker
     executes stops within a second (the response then shows ``cancel_requested``); one
     waiting or parked is cancelled at once."""
-    run = _visible_run(request, run_id)
+    run = _visible_run(request, run_id, to_act=True)
     reason = _optional_body(request, "reason")
     run = run_cancel(run=run, reason=reason or f"Cancelled by {request.user.get_username()}.")
     return run_detail(run)
@@ -317,7 +322,7 @@ def cancel_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
 def send_message(request: HttpRequest, run_id: str, body: MessageIn) -> Status[dict[str, Any]]:
     """OpenClaw's ``send``: the text reaches the run as a user message at its next turn. 409
     when the run already ended."""
-    run = _visible_run(request, run_id)
+    run = _visible_run(request, run_id, to_act=True)
     message = run_send_message(run=run, text=body.text, sender=request.user)
     return Status(202, {"id": message.pk, "run_id": run.pk, "text": message.text, "queued": True,
                  "delivered": message.delivered_at is not None})
@@ -328,7 +333,7 @@ def retry_run(request: HttpRequest, run_id: str) -> Status[dict[str, Any]]:
     """Optional body ``{"fix_instructions": "..."}``. A new run of the same packet with
     attempt + 1 and the agloop previous_failure; a COMPLETE run is RETURNED first. 409
     while the run is still going."""
-    run = _visible_run(request, run_id)
+    run = _visible_run(request, run_id, to_act=True)
     if not can_compose(request.user):
         raise PermissionDenied("Retrying runs needs the composer role.")
     fix_instructions = _optional_body(request, "fix_instructions")

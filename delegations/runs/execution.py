@@ -13,6 +13,13 @@ second, picks up what other processes asked for: cancel requests (``runner.cance
 and messages (``runner.send_message``). When the tree ends or parks the lease is
 released and the caller's ``on_finished`` says what follows (the queue makes room in the
 owner's lane, or queues a tree again whose items were decided while it parked).
+
+A worker that loses its lease (it could not renew it for a whole lease period: the
+process was paused, the database unreachable) stops working on the tree at once and
+writes nothing more, since the sweeper may have handed the tree to another worker: every
+database call of the execution passes a :class:`LeaseFence`, which renews the lease
+before a call whenever the last renewal is more than half a lease old and refuses the
+call once the lease is gone.
 """
 
 from __future__ import annotations
@@ -22,12 +29,13 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -53,6 +61,9 @@ from skills.models import Skill
 logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 0.5          # how often cancel requests and messages are picked up
+LEASE_LOST = "lease_lost"    # what execute() returns when this worker lost the tree's lease
+
+T = TypeVar("T")
 
 # what follows a worker's turn on a tree: called with the root's id and state
 FinishedHook = Callable[[str, str], None]
@@ -82,6 +93,55 @@ def release_lease(run_id: str, owner: str) -> None:
     Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
 
 
+def renew_lease(run_id: str, owner: str) -> bool:
+    """Extend the lease by a lease period; False when this owner no longer holds it (the
+    sweeper took it back after it expired, or another worker holds it now)."""
+    return bool(Run.objects.filter(pk=run_id, lease_owner=owner).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the run's lease, so it must not write to the run."""
+
+
+class LeaseFence:
+    """Lets an execution's database calls through only while its lease is known to be
+    held: renewed (by the watcher, or here before a call) within half a lease period.
+    Once a renewal fails the fence stays shut."""
+
+    def __init__(self, root_id: str, owner: str) -> None:
+        self.root_id = root_id
+        self.owner = owner
+        self.renewed_at = time.monotonic()
+        self.lost = False
+
+    def renewed(self, held: bool) -> None:
+        if held:
+            self.renewed_at = time.monotonic()
+        else:
+            self.lost = True
+
+    def guard(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` (in the database thread) if the lease is still ours."""
+        if not self.lost and time.monotonic() - self.renewed_at > lease_seconds() / 2:
+            self.renewed(renew_lease(self.root_id, self.owner))
+        if self.lost:
+            raise LeaseLost(f"Run {self.root_id}: this worker ({self.owner}) lost its lease; "
+                            f"another worker may be executing the tree, so nothing is written.")
+        return fn(*args)
+
+
+class FencedDatabaseThread(DatabaseThread):
+    """The execution's database thread, every call behind the lease fence."""
+
+    def __init__(self, fence: LeaseFence) -> None:
+        super().__init__()
+        self.fence = fence
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await super().call(self.fence.guard, fn, *args)
+
+
 @dataclass
 class WatchReport:
     lease_held: bool
@@ -90,10 +150,7 @@ class WatchReport:
 
 
 def _watch_poll(root_id: str, owner: str, renew: bool) -> WatchReport:
-    held = True
-    if renew:
-        held = bool(Run.objects.filter(pk=root_id, lease_owner=owner).update(
-            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
+    held = renew_lease(root_id, owner) if renew else True
     tree = Q(pk=root_id) | Q(root_id=root_id)
     cancel = list(Run.objects.filter(tree, cancel_requested_at__isnull=False)
                   .exclude(state__in=TERMINAL).values_list("pk", flat=True))
@@ -118,7 +175,8 @@ class Execution:
         self.root_id = run.pk
         self.owner = owner
         self.on_finished = on_finished
-        self.db = DatabaseThread()
+        self.fence = LeaseFence(self.root_id, owner)
+        self.db = FencedDatabaseThread(self.fence)
         self.sink = DjangoEventSink(self.db, listener=listener)
         self.checkpoints = DjangoCheckpointStore(self.sink)
         self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
@@ -134,11 +192,19 @@ class Execution:
 
     async def execute(self) -> str:
         """A worker's whole turn: run or resume the tree, store everything, release the
-        lease and say what follows; returns the root's state when it ended or parked."""
+        lease and say what follows; returns the root's state when it ended or parked, or
+        LEASE_LOST when this worker lost the lease on the way (it wrote nothing after)."""
         try:
             state = await self.drive()
             await self.db.call(finish_execution, self.root_id, self.owner, state, self.on_finished)
             return state
+        except LeaseLost:
+            # not an error of the run: the sweeper gave the tree to another worker, which
+            # goes on from the last checkpoint and says what follows
+            logger.warning("Run %s: this worker (%s) lost its lease and stopped working on the "
+                           "tree; another worker resumes it from its last checkpoint.",
+                           self.root_id, self.owner)
+            return LEASE_LOST
         finally:
             self.db.close()
 
@@ -163,6 +229,13 @@ class Execution:
         main = asyncio.ensure_future(work)
         watcher = asyncio.ensure_future(self._watch(main))
         try:
+            await asyncio.wait({main, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if self.fence.lost:
+                # another worker may own the tree now: stop it here; whatever it tries to
+                # write on its way out is refused by the fence
+                main.cancel()
+                main.add_done_callback(_consume_result)
+                raise LeaseLost(self.root_id)
             outcome = await main
         except ProtocolError as exc:
             # resume refused (no checkpoint after all): the worker that had it is gone
@@ -188,21 +261,20 @@ class Execution:
         renew_every = max(1.0, lease_seconds() / 3)
         loop = asyncio.get_running_loop()
         renewed = loop.time()
-        lost_reported = False
         while not main.done():
             await asyncio.sleep(WATCH_SECONDS)
             renew = loop.time() - renewed >= renew_every
             try:
-                report = await self.db.call(_watch_poll, self.root_id, self.owner, renew)
+                # past the fence: the renewal is what tells whether the lease is still ours
+                report = await DatabaseThread.call(self.db, _watch_poll, self.root_id, self.owner, renew)
             except Exception:
                 logger.warning("Run %s: polling for requests failed", self.root_id, exc_info=True)
                 continue
             if renew:
                 renewed = loop.time()
-                if not report.lease_held and not lost_reported:
-                    lost_reported = True
-                    logger.error("Run %s: this worker lost its lease (it could not renew it in "
-                                 "time); another worker may resume the run", self.root_id)
+                self.fence.renewed(report.lease_held)
+            if self.fence.lost:
+                return  # drive() stops the tree
             for run_id in report.cancel:
                 if run_id not in self._cancelled and self.runner.cancel(run_id):
                     self._cancelled.add(run_id)
@@ -255,6 +327,13 @@ class RunHost:
         return future
 
 
+def _consume_result(future: asyncio.Future[Any]) -> None:
+    """A tree stopped after its lease was lost ends with an error (its last writes were
+    refused); that is expected and already reported."""
+    if not future.cancelled():
+        future.exception()
+
+
 def _log_failure(future: Future[str]) -> None:
     if not future.cancelled() and future.exception() is not None:
         logger.error("A run execution failed", exc_info=future.exception())
@@ -264,7 +343,8 @@ def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None)
     """Take the lease of root run ``run_id`` and execute its tree on the run host.
 
     Returns the root's state when ``wait`` (after it finished or parked), else
-    ``"started"``; ``"skipped"`` when another worker holds it, it is over, it waits for
+    ``"started"``; LEASE_LOST when this worker lost the lease before the tree ended or parked;
+    ``"skipped"`` when another worker holds it, it is over, it waits for
     a lane slot, or it is parked on an undecided inbox item. ``on_finished(root_id, state)``
     runs in the execution's database thread once the tree ended or parked."""
     owner = new_lease_owner()

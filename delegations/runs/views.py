@@ -35,9 +35,11 @@ START_REFUSED = ("Starting runs needs the composer role. Ask an admin to add you
                  "“composers” group; meanwhile you can watch the runs you can see.")
 
 
-def _get_run_for_user(request: HttpRequest, run_id: str) -> Run:
-    run = (visible_runs(request.user).select_related("owner", "parent", "root", "retry_of")
-           .filter(pk=run_id).first())
+def _get_run_for_user(request: HttpRequest, run_id: str, *, to_act: bool = False) -> Run:
+    """A run the person may open; ``to_act`` (cancel, message, retry): one of their own
+    (staff: any). Approvers open the runs that ask them, but only to decide."""
+    runs = Run.objects.visible_to(request.user) if to_act else visible_runs(request.user)
+    run = runs.select_related("owner", "parent", "root", "retry_of").filter(pk=run_id).first()
     if run is None:
         raise Http404(f"No run {run_id} that you can see.")
     return run
@@ -196,6 +198,7 @@ def _detail_context(request: HttpRequest, run: Run, **snapshot_options: Any) -> 
     context = run_snapshot.snapshot(run, **snapshot_options)
     context.update({
         "can_compose": can_compose(request.user), "can_approve": can_approve(request.user),
+        "can_act": Run.objects.visible_to(request.user).filter(pk=run.pk).exists(),
         "message_form": MessageForm(), "retry_form": RetryForm(),
         "live_url": reverse("delegations:run_live", args=[run.pk]),
         "websocket_path": f"/ws/runs/{run.pk}/", "inbox_url": reverse("delegations:inbox"),
@@ -224,7 +227,7 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 def run_cancel_view(request: HttpRequest, run_id: str) -> HttpResponse:
-    run = _get_run_for_user(request, run_id)
+    run = _get_run_for_user(request, run_id, to_act=True)
     try:
         cancelled = run_cancel(run=run, reason=f"Cancelled by {request.user.get_username()} in the browser.")
     except RunError as error:
@@ -239,7 +242,7 @@ def run_cancel_view(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 def run_message_view(request: HttpRequest, run_id: str) -> HttpResponse:
-    run = _get_run_for_user(request, run_id)
+    run = _get_run_for_user(request, run_id, to_act=True)
     form = MessageForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(str(error) for error in form.errors.get("text", ["The message is not valid."])))
@@ -255,7 +258,7 @@ def run_message_view(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 def run_retry_view(request: HttpRequest, run_id: str) -> HttpResponse:
-    run = _get_run_for_user(request, run_id)
+    run = _get_run_for_user(request, run_id, to_act=True)
     _require_composer(request)
     form = RetryForm(request.POST)
     fix_instructions = form.cleaned_data["fix_instructions"] if form.is_valid() else ""

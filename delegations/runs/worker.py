@@ -1,9 +1,12 @@
 """Background workers: a django-tasks-db worker with a heartbeat row, runnable as a thread
-inside the server process (`manage.py serve`) or as its own process (`manage.py worker`).
+inside the server process (`manage.py serve`) or as its own process (`manage.py worker`),
+and the RQ worker class for scale-out (`manage.py rqworker --job-class django_tasks_rq.Job`,
+which picks it up from ``RQ["WORKER_CLASS"]``).
 
 Run-level leases live with the execution; this module keeps workers alive and visible
 (GET /api/health reports them) and runs the periodic jobs (the sweeper for runs whose
-worker died, the archiver) on every heartbeat."""
+worker died, the archiver) on every heartbeat, in every worker of either kind: when one
+machine dies, the others sweep its runs."""
 
 from __future__ import annotations
 
@@ -16,11 +19,12 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
+from rq import Worker as RQBaseWorker
 
 from delegations.models import WorkerHeartbeat
 from delegations.runs.maintenance import archive_job, sweep_job
@@ -48,6 +52,43 @@ HEARTBEAT_SECONDS = 5.0
 PERIODIC_JOBS = (sweep_job, archive_job)
 
 
+def new_worker_id() -> str:
+    return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Heartbeat(threading.Thread):
+    """Keeps the worker's ``WorkerHeartbeat`` row fresh and runs the periodic jobs every
+    HEARTBEAT_SECONDS; the row is deleted when it stops."""
+
+    def __init__(self, worker_id: str, kind: str) -> None:
+        super().__init__(name="handoff-heartbeat", daemon=True)
+        self.worker_id = worker_id
+        self.kind = kind
+        self._stop_event = threading.Event()
+
+    def touch(self) -> None:
+        WorkerHeartbeat.objects.update_or_create(
+            worker_id=self.worker_id,
+            defaults={"hostname": socket.gethostname()[:255], "pid": os.getpid(), "kind": self.kind,
+                      "last_seen": timezone.now()})
+
+    def run(self) -> None:
+        while not self._stop_event.wait(HEARTBEAT_SECONDS):
+            try:
+                self.touch()
+                for job in PERIODIC_JOBS:
+                    job(self.worker_id)
+            except Exception:
+                logger.exception("Heartbeat of worker %s failed", self.worker_id)
+            finally:
+                close_old_connections()
+        WorkerHeartbeat.objects.filter(worker_id=self.worker_id).delete()
+        close_old_connections()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
 class WorkerThread(threading.Thread):
     """Polls the task database and runs tasks; a second thread keeps the heartbeat.
 
@@ -57,7 +98,7 @@ class WorkerThread(threading.Thread):
 
     def __init__(self, *, kind: str = "embedded", interval: float = 0.2, queue: str = "default") -> None:
         super().__init__(name="handoff-worker", daemon=True)
-        self.worker_id = f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.worker_id = new_worker_id()
         self.kind = kind
         self.interval = interval
         self._stop_event = threading.Event()
@@ -66,10 +107,10 @@ class WorkerThread(threading.Thread):
         self._worker = Worker(queue_names=[queue], interval=interval, batch=True,
                               backend_name="default", startup_delay=False, max_tasks=None,
                               worker_id=self.worker_id, excluded_queue_names=[])
-        self._heartbeat = threading.Thread(target=self._beat, name="handoff-heartbeat", daemon=True)
+        self._heartbeat = Heartbeat(self.worker_id, kind)
 
     def run(self) -> None:
-        self._touch()
+        self._heartbeat.touch()
         self._heartbeat.start()
         task_enqueued.connect(self._task_enqueued)
         try:
@@ -98,25 +139,28 @@ class WorkerThread(threading.Thread):
         self._worker.running = False
         self._stop_event.set()
         self._wake.set()
+        self._heartbeat.stop()
 
-    def _touch(self) -> None:
-        WorkerHeartbeat.objects.update_or_create(
-            worker_id=self.worker_id,
-            defaults={"hostname": socket.gethostname()[:255], "pid": os.getpid(), "kind": self.kind,
-                      "last_seen": timezone.now()})
 
-    def _beat(self) -> None:
-        while not self._stop_event.wait(HEARTBEAT_SECONDS):
-            try:
-                self._touch()
-                for job in PERIODIC_JOBS:
-                    job(self.worker_id)
-            except Exception:
-                logger.exception("Heartbeat of worker %s failed", self.worker_id)
-            finally:
-                close_old_connections()
-        WorkerHeartbeat.objects.filter(worker_id=self.worker_id).delete()
-        close_old_connections()
+class HandoffRQWorker(RQBaseWorker):
+    """An RQ worker (scale-out) that is also a Handoff worker: while it works, a heartbeat
+    thread in its main process keeps it visible and sweeps for runs whose worker died, so
+    that when one machine's workers are killed another worker resumes their runs.
+
+    Each job runs in a forked work horse; the heartbeat thread is not part of the fork (a
+    child has only the thread that forked), and its database connection is its own
+    thread's, which the horse never touches."""
+
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        heartbeat = Heartbeat(f"rq-{new_worker_id()}", "rq")
+        heartbeat.touch()
+        connections.close_all()  # the horses fork from this thread: leave them no connection
+        heartbeat.start()
+        try:
+            return bool(super().work(*args, **kwargs))
+        finally:
+            heartbeat.stop()
+            heartbeat.join(timeout=HEARTBEAT_SECONDS + 5)
 
 
 def uses_database_backend() -> bool:

@@ -8,7 +8,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, KNOWN_CAPABILITIES
 from ..errors import ErrorCode, Issue, ProtocolError
@@ -96,10 +104,28 @@ def _check_bool(value: object) -> str | None:
     return f"expected true or false; got {json_kind(value)} {value!r}"[:200]
 
 
+def _approval_issues(capabilities: object, requires_approval: object,
+                     approval_required: Iterable[str]) -> list[Issue]:
+    """The hand-off protocol's approval rule: a capability that needs explicit approval
+    needs ``requires_approval: true``. One rule for the model and for the all-problems pass."""
+    if not isinstance(capabilities, list) or requires_approval is True:
+        return []
+    needing = set(approval_required)
+    return [Issue(f"capabilities[{index}]",
+                  f"capability {capability!r} needs explicit approval: set "
+                  '"requires_approval": true in the manifest (the hand-off protocol\'s approval rules)')
+            for index, capability in enumerate(capabilities)
+            if isinstance(capability, str) and capability in needing]
+
+
 # --- the model ------------------------------------------------------------------------------
 
 class SkillManifest(BaseModel):
-    """A validated manifest; schemas are normalized JSON Schema. Unknown keys are kept."""
+    """A validated manifest; schemas are normalized JSON Schema. Unknown keys are kept.
+
+    The model enforces the approval rule itself: ``model_validate`` refuses what
+    :func:`validate_manifest` refuses. The approval-required set is the protocol's default
+    unless the validation context names another (``context={"approval_required": [...]}``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -160,6 +186,15 @@ class SkillManifest(BaseModel):
     @classmethod
     def _strict_bool(cls, value: object) -> object:
         return _raise_if(_check_bool(value), value)
+
+    @model_validator(mode="after")
+    def _approval_rule(self, info: ValidationInfo) -> SkillManifest:
+        context = info.context if isinstance(info.context, dict) else {}
+        issues = _approval_issues(self.capabilities, self.requires_approval,
+                                  context.get("approval_required", APPROVAL_REQUIRED_CAPABILITIES))
+        if issues:
+            raise ValueError("; ".join(f"{issue.field}: {issue.message}" for issue in issues))
+        return self
 
     @property
     def ref(self) -> str:
@@ -255,14 +290,8 @@ def manifest_issues(data: Mapping[str, Any], *,
         if name in data:
             issues.extend(Issue(f"{name}{where}", message)
                           for where, message in _check_str_list(data[name], "names"))
-    capabilities = data.get("capabilities")
-    if isinstance(capabilities, list) and data.get("requires_approval") is not True:
-        needing = set(approval_required)
-        for index, capability in enumerate(capabilities):
-            if isinstance(capability, str) and capability in needing:
-                issues.append(Issue(f"capabilities[{index}]",
-                                    f"capability {capability!r} needs explicit approval: set "
-                                    '"requires_approval": true in the manifest (the hand-off protocol\'s approval rules)'))
+    issues.extend(_approval_issues(data.get("capabilities"), data.get("requires_approval"),
+                                   approval_required))
     issues.extend(_entry_point_issues(data.get("entry_point"), python_allowlist, bundle_files))
     if "examples" in data:
         issues.extend(_example_issues(data["examples"], data.get("input_schema"),
@@ -332,4 +361,4 @@ def validate_manifest(data: object, *,
                              python_allowlist=python_allowlist, bundle_files=bundle_files)
     if issues:
         raise invalid_manifest(issues)
-    return SkillManifest.model_validate(data)
+    return SkillManifest.model_validate(data, context={"approval_required": frozenset(approval_required)})

@@ -128,7 +128,8 @@ def _reject_constant(name: str) -> Any:
 
 def _unwrap_tool_call(data: dict[str, Any]) -> dict[str, Any]:
     """A whole delegate_task / sessions_spawn call -> its arguments."""
-    if data.get("name") not in TOOL_CALL_NAMES:
+    name = data.get("name")
+    if not isinstance(name, str) or name not in TOOL_CALL_NAMES:  # a list name is unhashable
         return data
     arguments = data.get("arguments", data.get("input", data.get("parameters")))
     if isinstance(arguments, str):

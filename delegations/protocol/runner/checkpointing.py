@@ -1,8 +1,10 @@
 """A run as a checkpoint, and back.
 
 The runner saves one at acceptance, after every model call, after every tool call (before
-its ``tool_result`` event), after each turn, when parking and at the end; a tool call
-whose result is in the checkpoint is never executed again.
+its ``tool_result`` event), just before a tool call with an effect (a file written or
+deleted, a command run: recorded as interrupted until its result replaces it), after each
+turn, when parking and at the end; a tool call whose result is in the checkpoint is never
+executed again.
 """
 
 from __future__ import annotations

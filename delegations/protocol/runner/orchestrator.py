@@ -398,6 +398,8 @@ class Runner:
         """Run the turn's tool calls: others in order, then every delegate_task concurrently."""
         turn = run.chat.turn
         assert turn is not None
+        if run.resumed:
+            await self._tools.report_interrupted(run, calls)
         delegations = []
         for call in calls:
             if call.name == DELEGATE_TASK:

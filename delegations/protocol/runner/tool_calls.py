@@ -38,6 +38,18 @@ _ERROR = EventType.ERROR.value
 _LOG = EventType.LOG.value
 
 _HIGH_RISK = frozenset({"file_delete", "financial_tx"})
+# Tools whose effect must not happen twice (a file written or deleted, a command run). Just
+# before one runs, the checkpoint records it as interrupted: if the worker dies before its
+# result is saved, the resumed run reports the call as unknown instead of running it again.
+_EFFECTFUL = frozenset({"fs_write", "file_delete", "subprocess_exec"})
+
+
+def interrupted_record(name: str) -> dict[str, Any]:
+    return {"name": name, "ok": False, "interrupted": True, "error": {
+        "code": ErrorCode.WORKER_LOST.value,
+        "message": f"The worker running {name} stopped before its outcome was recorded, so it "
+                   f"was not run again: it may or may not have taken effect. Check (read the "
+                   f"file, list the folder) before trying it again."}}
 
 
 class ToolCalls:
@@ -81,6 +93,21 @@ class ToolCalls:
         if scope_error:
             await emit(run.run_id, _ERROR, {**record["error"], "tool": call.name, "call_id": call.id})
 
+    async def report_interrupted(self, run: ActiveRun, calls: list[ToolCall]) -> None:
+        """On resume: a call that was running when its worker died (see _EFFECTFUL) gets its
+        ``tool_result`` now, failed with ERR_WORKER_LOST, and is not run again."""
+        turn = run.chat.turn
+        assert turn is not None
+        for call in calls:
+            record = turn.completed.get(call.id)
+            if record is None or not record.get("interrupted"):
+                continue
+            # a new dict: the stored checkpoint may hold the old one
+            settled = {key: value for key, value in record.items() if key != "interrupted"}
+            turn.completed[call.id] = settled
+            await self.reporter.save(run)
+            await self.reporter.emit(run.run_id, _TOOL_RESULT, {"id": call.id, **settled})
+
     async def _dispatch(self, run: ActiveRun, call: ToolCall) -> dict[str, Any]:
         if call.name == REQUEST_CAPABILITY:
             return await self._request_capability(run, call)
@@ -101,6 +128,11 @@ class ToolCalls:
             workspace=Path(run.workspace), read_max_bytes=settings.read_max_bytes,
             http_max_bytes=settings.http_max_bytes, http_timeout_s=settings.http_timeout_s,
             command_timeout_s=settings.command_timeout_s)
+        if tool.capability in _EFFECTFUL:
+            turn = run.chat.turn
+            assert turn is not None
+            turn.completed[call.id] = interrupted_record(call.name)  # replaced by the result
+            await self.reporter.save(run)
         return await tool.run(context, arguments)
 
     async def _approved_arguments(self, run: ActiveRun, call: ToolCall, capability: str) -> dict[str, Any]:

@@ -663,3 +663,15 @@ def test_a_composed_runs_tree_shows_planned_children_started_and_not_started(
     tree = section(detail(composer_client, run), "run-tree")
     assert "pricer" in tree and ">planned<" in tree
     assert "checker" in tree and "planned, not started" in tree
+
+
+def test_an_approver_opens_a_run_that_asks_them_but_cannot_act_on_it(client, approver, composer):
+    run = make_run(composer, state="AWAITING_APPROVAL")
+    Approval.objects.create(run=run, key=f"{run.pk}:capability:x", kind="capability", title="Delete stale.txt")
+    client.force_login(approver)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "you can decide what it asks the inbox" in page
+    assert f'action="/runs/{run.pk}/cancel/"' not in page
+    assert client.post(f"/runs/{run.pk}/cancel/").status_code == 404
+    quiet = make_run(composer, state="WORKING")   # asks nothing: not theirs to open
+    assert client.get(f"/runs/{quiet.pk}/").status_code == 404
