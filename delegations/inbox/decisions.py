@@ -271,9 +271,12 @@ def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision
 
 
 def _locked(ids: list[int]) -> list[Approval]:
-    """The items, locked until the transaction ends, in the order of ``ids``."""
-    rows = {a.pk: a for a in Approval.objects.select_for_update(of=("self",)).select_related("run", "decided_by")
-            .filter(pk__in=ids)}
+    """The items, locked until the transaction ends, in the order of ``ids``. Locked
+    first and read after: on PostgreSQL a ``FOR UPDATE`` that waited for another decider
+    returns the row as that one left it, but the rows it joins (who decided) as they were
+    before, so the decider would read as nobody."""
+    list(Approval.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True))
+    rows = {a.pk: a for a in Approval.objects.select_related("run", "decided_by").filter(pk__in=ids)}
     return [rows[pk] for pk in ids]
 
 
