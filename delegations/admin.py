@@ -225,3 +225,28 @@ class DelegationAdmin(DelegationJson, admin.ModelAdmin):  # type: ignore[misc,va
         super().save_model(request, obj, form, change)
         if not change or {"name", "packet"} & set(form.changed_data):
             obj.keep_version(request.user)
+
+
+# -- runs imported from other instances --------------------------------------------------------
+
+from .models import ImportedRun  # noqa: E402
+
+
+@admin.register(ImportedRun)
+class ImportedRunAdmin(admin.ModelAdmin):
+    list_display = ["label", "owner", "created_at"]
+    list_filter = ["created_at"]
+    search_fields = ["label", "owner__username"]
+    list_select_related = ["owner"]
+    fields = ["label", "owner", "created_at", "document_pretty"]
+    readonly_fields = ["label", "owner", "created_at", "document_pretty"]
+
+    @admin.display(description="document")
+    def document_pretty(self, obj: ImportedRun) -> SafeString:
+        return _pretty(obj.document)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # imported through the Import a run page or POST /api/runs/import
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a record of a run on another instance: read, never edited

@@ -5,6 +5,7 @@ from delegations.accounts import views as account
 from delegations.composer import tree_views as tree
 from delegations.composer import views as composer
 from delegations.inbox import views as inbox
+from delegations.runs import imports as run_imports
 from delegations.runs import views as runs
 
 app_name = "delegations"
@@ -37,6 +38,12 @@ urlpatterns = [
     # runs
     path("runs/", runs.run_list, name="runs"),
     path("runs/new/", runs.run_new, name="run_new"),
+    # runs exported on another instance, imported to be read here (listed before runs/<id>/,
+    # which would take "import" for a run id)
+    path("runs/import/", run_imports.run_import_view, name="run_import"),
+    path("runs/imported/<int:imported_id>/", run_imports.run_imported, name="run_imported"),
+    path("runs/imported/<int:imported_id>/download/", run_imports.run_imported_download,
+         name="run_imported_download"),
     path("runs/<str:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<str:run_id>/live/", runs.run_live, name="run_live"),
     path("runs/<str:run_id>/cancel/", runs.run_cancel_view, name="run_cancel"),

@@ -183,6 +183,8 @@ HANDOFF_WORKSPACE_ROOT = Path(env_str("HANDOFF_WORKSPACE_ROOT", str(DATA_DIR / "
 HANDOFF_SUBPROCESS_ENABLED = env_bool("HANDOFF_SUBPROCESS_ENABLED", False)
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
 HANDOFF_SKILL_UPLOAD_LIMIT_BYTES = env_int("HANDOFF_SKILL_UPLOAD_LIMIT_BYTES", 5 * 1024 * 1024, minimum=1024)
+# the largest run export (JSON) the import page and POST /api/runs/import take
+HANDOFF_RUN_IMPORT_LIMIT_BYTES = env_int("HANDOFF_RUN_IMPORT_LIMIT_BYTES", 25 * 1024 * 1024, minimum=1024)
 
 # --- the approval inbox ---------------------------------------------------------------
 # Nobody decides the items of a run they started unless this is on.

@@ -9,12 +9,13 @@ the API answers with its status (409 or 422) and message.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import Http404, HttpRequest
+from django.http import FileResponse, Http404, HttpRequest
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
@@ -24,6 +25,15 @@ from delegations.models import Delegation, Run, RunEvent
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import A2A_STATE, RunState
 from delegations.protocol.results import parse_result
+from delegations.runs.export import (
+    ExportError,
+    check_size,
+    export_filename,
+    export_json,
+    import_limit,
+    run_export,
+    run_import,
+)
 from delegations.runs.workflows import run_cancel, run_create, run_retry, run_send_message
 
 router = Router(tags=["runs"])
@@ -273,6 +283,40 @@ def list_runs(request: HttpRequest, filters: Query[RunFilters]) -> dict[str, Any
             "results": [run_summary(run) for run in runs.order_by("-created_at", "pk")[start:end]]}
 
 
+class ImportedOut(Schema):
+    id: int
+    url: str = Field(description="The imported run's read-only page.")
+    label: str
+    runs: int
+    events: int
+
+
+class ImportRefusedOut(Schema):
+    detail: str
+    problems: list[str] = Field(description="Each thing wrong with the file, in words.")
+
+
+# before /{run_id}: Django would take "import" for a run id and answer 405
+@router.post("/import", response={201: ImportedOut, 413: ImportRefusedOut, 422: ImportRefusedOut},
+             summary="Import a run exported from another instance, to read it here",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"type": "object", "description": "a run export (GET /api/runs/{id}/export)"}}}}})
+def import_run(request: HttpRequest) -> Status[dict[str, Any]]:
+    """Body: the export as it was downloaded. 201 with its read-only page, which only you (and
+    staff) see; 422 with every problem when it is not a whole, gapless run export (nothing is
+    stored); 413 over HANDOFF_RUN_IMPORT_LIMIT_BYTES."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    try:
+        check_size(int(declared) if declared.isdigit() else 0)
+        # read at most one byte past the limit: a body without Content-Length is bounded too
+        imported = run_import(source=request.read(import_limit() + 1), owner=request.user)
+    except ExportError as error:
+        return Status(error.status, {"detail": error.message, "problems": error.problems})
+    document = imported.document
+    return Status(201, {"id": imported.pk, "url": imported.get_absolute_url(), "label": imported.label,
+                        "runs": len(document["runs"]), "events": len(document["events"])})
+
+
 @router.get("/{run_id}", response=RunDetailOut, summary="One run")
 def get_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
     return run_detail(_visible_run(request, run_id))
@@ -362,3 +406,18 @@ def parse_result_route(request: HttpRequest) -> dict[str, Any]:
         raise ProtocolError(ErrorCode.INVALID_RESULT,
                             f"Expected a JSON object or text, got JSON {type(source).__name__}.")
     return parse_result(source).to_dict()
+
+
+# -- exporting a run (importing one is next to list_runs: its path must come first) ----------
+
+@router.get("/{run_id}/export", url_name="run_export", summary="The run's whole record as one JSON file",
+            openapi_extra={"responses": {200: {"description": "the run export (handoff.run-export)",
+                                               "content": {"application/json": {"schema": {"type": "object"}}}}}})
+def export_run(request: HttpRequest, run_id: str) -> FileResponse:
+    """The run, every run of its tree and every event of the tree in stored order, with
+    packets, results and criteria reports (``"format": "handoff.run-export", "version": 1``),
+    as a download. Adapter configs keep only the model settings. Import it on another
+    instance with ``POST /api/runs/import`` or the Import a run page."""
+    run = _visible_run(request, run_id)
+    return FileResponse(io.BytesIO(export_json(run_export(run))), as_attachment=True,
+                        content_type="application/json", filename=export_filename(run.label, run.pk))

@@ -1,4 +1,5 @@
-"""Forms of the run pages: the run list's filters and the form that starts a run."""
+"""Forms of the run pages: the run list's filters, the form that starts a run, and importing
+a run exported from another instance."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
+from django.template.defaultfilters import filesizeformat
 
 from delegations.protocol.adapters import ADAPTERS
 from delegations.protocol.adapters.local_models import shipped_models
@@ -102,3 +104,37 @@ class RetryForm(forms.Form):
 class MessageForm(forms.Form):
     text = forms.CharField(max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}),
                            error_messages={"required": "Write what the subagent should know."})
+
+
+class RunImportForm(forms.Form):
+    """A run export to import: pasted or uploaded, one of the two."""
+
+    document_text = forms.CharField(
+        required=False, strip=True, label="Paste a run export",
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false",
+                                     "placeholder": '{"format": "handoff.run-export", "version": 1, ...}'}))
+    document_file = forms.FileField(
+        required=False, label="Upload a run export (.json)",
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        text, upload = data.get("document_text"), data.get("document_file")
+        if not text and not upload:
+            raise forms.ValidationError("Nothing to import: paste a run export, or choose its "
+                                        ".json file to upload.")
+        if text and upload:
+            raise forms.ValidationError("Import one run at a time: paste an export or upload "
+                                        "one file, not both.")
+        limit = settings.HANDOFF_RUN_IMPORT_LIMIT_BYTES
+        if upload is not None and (upload.size or 0) > limit:
+            # refused before it is read: the file is never held in memory whole
+            self.add_error("document_file", f"{upload.name} is {filesizeformat(upload.size)}; run "
+                                            f"exports of up to {filesizeformat(limit)} can be "
+                                            "imported here (HANDOFF_RUN_IMPORT_LIMIT_BYTES).")
+        return data
+
+    def source(self) -> bytes | str:
+        """The export as handed over. Only after is_valid()."""
+        upload = self.cleaned_data.get("document_file")
+        return upload.read() if upload is not None else str(self.cleaned_data["document_text"])

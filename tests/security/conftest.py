@@ -1,5 +1,6 @@
 """One small world for the security tests: a user per role and one of everything they
-might reach for (a run waiting on an approval, a delegation with a child, a skill, a token)."""
+might reach for (a run waiting on an approval, a delegation with a child, a skill, a token,
+a run imported from another instance)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 
-from delegations.models import APIToken, Approval, Delegation, Run
+from delegations.models import APIToken, Approval, Delegation, ImportedRun, Run
+from delegations.runs.export import run_export, run_import
 from tests.delegations import scripts
 from tests.delegations.conftest import immediate_tasks, workspaces
 from tests.delegations.runs.test_run_pages import make_run
@@ -30,12 +32,14 @@ class World:
     skill: Any
     token: APIToken
     tokens: dict[str, str]
+    imported: ImportedRun
 
     def url_kwargs(self) -> dict[str, Any]:
         """What each path parameter of the site names, in this world."""
         return {"run_id": self.run.pk, "approval_id": self.approval.pk,
                 "delegation_id": self.delegation.pk, "node_id": self.child.pk,
-                "token_id": self.token.pk, "name": self.skill.name, "version": self.skill.version}
+                "token_id": self.token.pk, "name": self.skill.name, "version": self.skill.version,
+                "imported_id": self.imported.pk}
 
 
 def _user(username: str, *groups: str, **extra: Any) -> User:
@@ -68,5 +72,6 @@ def world(db: None) -> World:
     tokens = {role: APIToken.issue(user=user, name="sec")[1]
               for role, user in users.items() if user is not None}
     token = APIToken.objects.get(user=owner)
+    imported = run_import(source=run_export(run), owner=owner)
     return World(users=users, run=run, approval=approval, delegation=delegation, child=child,
-                 skill=skill, token=token, tokens=tokens)
+                 skill=skill, token=token, tokens=tokens, imported=imported)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from delegations.runs.export import run_export
 from tests.delegations import scripts
 from tests.security.conftest import ROLES, World
 from tests.security.routes import api_routes, api_status, fill, page_routes, page_status, row
@@ -86,6 +87,13 @@ PAGES = {
     "POST delegations:runs":                "302 405 405 405 405 405",
     "GET delegations:run_new":              "302 403 200 403 200 200",
     "POST delegations:run_new":             "302 403 422 403 422 422",
+    # anyone signed in imports a run to read; only the importer (and staff) see it afterwards
+    "GET delegations:run_import":           "302 200 200 200 200 200",
+    "POST delegations:run_import":          "302 422 422 422 422 422",
+    "GET delegations:run_imported":         "302 404 404 404 200 200",
+    "POST delegations:run_imported":        "302 405 405 405 405 405",
+    "GET delegations:run_imported_download": "302 404 404 404 200 200",
+    "POST delegations:run_imported_download": "302 405 405 405 405 405",
     # approvers open (never act on) the runs whose trees ask them something
     "GET delegations:run_detail":           "302 404 404 200 200 200",
     "POST delegations:run_detail":          "302 405 405 405 405 405",
@@ -137,6 +145,8 @@ API = {
     "GET /api/runs/{run_id}":                           "401 404 404 200 200 200",
     "GET /api/runs/{run_id}/events":                    "401 404 404 200 200 200",
     "GET /api/runs/{run_id}/tree":                      "401 404 404 200 200 200",
+    "GET /api/runs/{run_id}/export":                    "401 404 404 200 200 200",
+    "POST /api/runs/import":                            "401 201 201 201 201 201",
     "POST /api/runs/{run_id}/cancel":                   "401 404 404 404 200 200",
     "POST /api/runs/{run_id}/messages":                 "401 404 404 404 202 202",
     "POST /api/runs/{run_id}/retry":                    "401 404 404 404 409 409",
@@ -163,6 +173,7 @@ def _api_request(key: str, world: World) -> tuple[str, Any]:
         "POST /api/runs": ("", {"packet": scripts.packet(),
                                 "adapter": {"name": "scripted", "config": scripts.leaf()}}),
         "POST /api/runs/{run_id}/messages": ("", {"text": "also check the cache size"}),
+        "POST /api/runs/import": ("", run_export(world.run)),
         "POST /api/approvals/{approval_id}/decision": ("", decision),
         "POST /api/approvals/batch": ("", {"ids": [world.approval.pk], **decision}),
         "POST /api/protocol/parse-result": ("", {"status": "SUCCESS", "output_payload": {"a": 1}}),
