@@ -21,6 +21,8 @@ from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, fraction_used
 from delegations.protocol.lifecycle import RunState
 from delegations.runs.failure import failure_headline
+from delegations.runs.rollups import own_figures
+from delegations.runs.timeline_filter import GROUP_OF, TimelineFilter, filter_form
 from skills.models import Skill
 
 TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest
@@ -41,6 +43,7 @@ STATUS_TONES: dict[str, str] = {
 }
 SEVERITY_TONES: dict[str, str] = {"error": "bad", "warning": "warn", "info": "info"}
 LOG_TONES: dict[str, str] = {"error": "bad", "warning": "warn"}
+FAILED_STATES = frozenset({RunState.FAILED, RunState.TIMEOUT, RunState.REJECTED})
 AXIS_LABELS: dict[str, str] = {   # a budget axis as a person names it
     "max_model_calls": "Model calls", "max_tokens": "Tokens", "max_runtime_s": "Time",
     "max_cost_usd": "Cost",
@@ -127,6 +130,9 @@ class TimelineItem:
     ts: Any
     type: str
     title: str
+    event_id: int = 0
+    run_id: str = ""
+    run_label: str = ""      # the subagent it came from, when not the page's own run
     tone: str = "neutral"
     meta: list[str] = field(default_factory=list)
     body_text: str = ""
@@ -137,6 +143,15 @@ class TimelineItem:
     link_run: str = ""
     link_label: str = ""
     approval_id: int | None = None
+
+    @property
+    def group(self) -> str:
+        """The type filter's choice that shows this event."""
+        return GROUP_OF.get(self.type, "text")
+
+    @property
+    def is_error(self) -> bool:
+        return self.tone == "bad"
 
 
 def _state_item(item: TimelineItem, data: dict[str, Any]) -> None:
@@ -238,10 +253,12 @@ def _result_item(item: TimelineItem, data: dict[str, Any]) -> None:
 def timeline_item(event: RunEvent | dict[str, Any], approval_ids: dict[str, int]) -> TimelineItem:
     if isinstance(event, RunEvent):
         seq, ts, kind, data = event.seq, event.ts, event.type, event.data
+        event_id, run_id = event.pk or 0, event.run_id
     else:
         seq, ts, kind, data = event["seq"], event["ts"], event["type"], event["data"]
+        event_id, run_id = int(event.get("id") or 0), str(event.get("run_id") or "")
     data = data if isinstance(data, dict) else {}
-    item = TimelineItem(seq=seq, ts=ts, type=kind, title=kind)
+    item = TimelineItem(seq=seq, ts=ts, type=kind, title=kind, event_id=event_id, run_id=run_id)
     if kind == "state":
         _state_item(item, data)
     elif kind == "model_call":
@@ -330,20 +347,59 @@ def budget_meters(run: Run) -> list[dict[str, Any]]:
     return meters
 
 
-def tree_nodes(run: Run, members: Iterable[Run]) -> dict[str, Any]:
-    """The run and its descendants as nested dicts (children in the order they were spawned)."""
+def _bar(axis: str, used: float, limit: float | None, shown: str, soft: float) -> dict[str, Any] | None:
+    """A small budget bar of a tree node, the soft threshold marked (None: no limit)."""
+    if not limit:
+        return None
+    fraction = used / limit
+    tone = "bad" if fraction >= 1 else "warn" if fraction >= soft else "ok"
+    return {"label": AXIS_LABELS[axis], "text": f"{shown} / {budget_amount(axis, limit)}",
+            "percent": round(min(fraction, 1.0) * 100, 1), "tone": tone,
+            "soft_percent": round(soft * 100, 1)}
+
+
+def tree_nodes(run: Run, members: Iterable[Run], *,
+               pending_by_run: dict[str, int] | None = None) -> dict[str, Any]:
+    """The run and its descendants as nested dicts (children in the order they were
+    spawned), each with its roll-ups: its own figures and its subtree's (tokens, cost and
+    time summed over the subtree), budget bars, child and tool-call counts, and how many
+    approvals wait and how many runs failed in its subtree. One pass over the rows."""
+    members = list(members)
     children_of: dict[str | None, list[Run]] = {}
     for member in members:
         children_of.setdefault(member.parent_id, []).append(member)
+    own = own_figures({member.pk: run_usage(member).runtime_s for member in members})
+    pending_by_run = pending_by_run or {}
+    soft = float(settings.HANDOFF_SOFT_BUDGET_THRESHOLD)
 
     def node(member: Run, planned: bool = False) -> dict[str, Any]:
-        usage = member.usage if isinstance(member.usage, dict) else {}
         plan = _planned_children(member)
         spawned = children_of.get(member.pk, [])
         started = {child.label for child in spawned}
+        children = [node(child, child.label in plan) for child in spawned]
+        subtree = own[member.pk].copy()
+        pending = pending_by_run.get(member.pk, 0)
+        failed = 1 if member.state in FAILED_STATES else 0
+        size = 1
+        for child in children:
+            subtree.add(child["subtree"])
+            pending += child["pending"]
+            failed += child["failed"]
+            size += child["size"]
+        budget = run_budget(member)
+        bars = [bar for bar in (
+            _bar("max_tokens", subtree.tokens, budget.max_tokens, f"{subtree.tokens:,}", soft),
+            _bar("max_cost_usd", subtree.cost_usd, budget.max_cost_usd, format_usd(subtree.cost_usd), soft),
+            # a run's time limit is its own wall clock (its children run inside it)
+            _bar("max_runtime_s", own[member.pk].runtime_s, budget.max_runtime_s,
+                 format_seconds(own[member.pk].runtime_s), soft),
+        ) if bar is not None]
         return {"run": member, "current": member.pk == run.pk, "tone": state_tone(member.state),
-                "tokens": int(usage.get("total_tokens") or 0), "planned": planned,
-                "children": [node(child, child.label in plan) for child in spawned],
+                "planned": planned, "children": children, "own": own[member.pk], "subtree": subtree,
+                "tokens": own[member.pk].tokens, "bars": bars, "child_count": len(spawned),
+                "size": size, "pending": pending, "failed": failed,
+                "failed_below": failed - (1 if member.state in FAILED_STATES else 0),
+                "running": not member.is_terminal,
                 "not_started": [{"label": label, **about} for label, about in plan.items()
                                 if label not in started]}
 
@@ -396,17 +452,30 @@ def streams(members: list[Run], current: Run) -> list[dict[str, Any]]:
 
 # -- the whole page -----------------------------------------------------------------------
 
-def timeline(run: Run, *, after: int = 0,
-             approval_ids: dict[str, int] | None = None) -> tuple[list[TimelineItem], int, int]:
-    """The run's own events after ``after`` (text is shown in the output area instead):
-    the items, the last seq they cover, and how many older events were left out."""
-    events = RunEvent.objects.filter(run=run, seq__gt=after).exclude(type="text")
+def timeline(run: Run, *, members: list[Run] | None = None, since: int = 0,
+             approval_ids: dict[str, int] | None = None,
+             shown: TimelineFilter | None = None) -> tuple[list[TimelineItem], int, int]:
+    """The events of the run's tree stored after event ``since`` (an event id: ids follow
+    the order events were stored in, across the runs of a tree), the newest
+    TIMELINE_LIMIT of them, as ``shown`` filters them (text is in the output area
+    instead): the items, the last event id they cover, and how many were left out."""
+    members = members if members is not None else [run]
+    shown = shown or TimelineFilter()
+    events = RunEvent.objects.filter(run_id__in=shown.run_ids(members), type__in=shown.event_types(),
+                                     id__gt=since)
     total = events.count()
-    rows = list(events.order_by("-seq")[:TIMELINE_LIMIT])[::-1]
-    ids = approval_ids if approval_ids is not None else _approval_ids([run.pk])
+    rows = list(events.order_by("-id")[:TIMELINE_LIMIT])[::-1]
+    ids = approval_ids if approval_ids is not None else _approval_ids([member.pk for member in members])
     items = [timeline_item(row, ids) for row in rows]
-    last = max([after, *(row.seq for row in rows)])
-    return items, last, max(0, total - len(rows))
+    labels = {member.pk: member.label or member.subagent_type or member.pk[:8] for member in members}
+    for item in items:
+        if item.run_id != run.pk:
+            item.run_label = labels.get(item.run_id, item.run_id[:8])
+    left_out = max(0, total - len(rows))
+    if shown.errors_only:
+        items = [item for item in items if item.is_error]
+    last = max([since, *(row.pk for row in rows)])
+    return items, last, left_out
 
 
 def _approval_ids(run_ids: list[str]) -> dict[str, int]:
@@ -458,24 +527,34 @@ def skill_view(run: Run) -> dict[str, str] | None:
     return {"ref": run.skill, "url": url}
 
 
-def snapshot(run: Run, *, after: int = 0, with_streams: bool = True) -> dict[str, Any]:
-    """Everything a run page renders. ``after``: only timeline events past that seq (the
-    live script's refresh); ``with_streams``: include the streamed text (the refresh asks
-    for it only when a run it has no output area for starts talking)."""
+def snapshot(run: Run, *, since: int = 0, with_streams: bool = True,
+             shown: TimelineFilter | None = None) -> dict[str, Any]:
+    """Everything a run page renders. ``since``: only timeline events stored after that
+    event id (the live script's refresh); ``with_streams``: include the streamed text (the
+    refresh asks for it only when a run it has no output area for starts talking);
+    ``shown``: the timeline's filter (the page reloaded with ``?node=…&types=…``)."""
     members = list(run.tree().select_related("owner").order_by("depth", "created_at", "pk"))
     # cursors first: an event stored while the page renders is shown and then sent again
     # over the websocket, where the page drops it by seq
     cursors = {member.pk: member.last_seq for member in members}
     member_ids = [member.pk for member in members]
     approval_ids = _approval_ids(member_ids)
-    items, last, hidden = timeline(run, after=after, approval_ids=approval_ids)
+    shown = shown or TimelineFilter()
+    items, last, hidden = timeline(run, members=members, since=since, approval_ids=approval_ids,
+                                   shown=shown)
     approvals = list(Approval.objects.filter(run_id__in=member_ids).select_related("run", "decided_by")
                      .order_by("-requested_at", "-pk"))
     approvals.sort(key=lambda approval: not approval.is_pending)
+    pending_by_run: dict[str, int] = {}
+    for approval in approvals:
+        if approval.is_pending:
+            pending_by_run[approval.run_id] = pending_by_run.get(approval.run_id, 0) + 1
     return {
+        "filters": filter_form(shown, members),
         "run": run, "state_tone": state_tone(run.state), "cursors": cursors,
         "cursors_json": json.dumps(cursors), "timeline": items, "timeline_after": last,
-        "timeline_hidden": hidden, "meters": budget_meters(run), "tree": tree_nodes(run, members),
+        "timeline_hidden": hidden, "meters": budget_meters(run),
+        "tree": tree_nodes(run, members, pending_by_run=pending_by_run),
         "subagent_count": len(members) - 1,
         "streams": streams(members, run) if with_streams else [], "streams_included": with_streams,
         "approvals": approvals, "pending_approvals": [a for a in approvals if a.is_pending],

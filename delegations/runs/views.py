@@ -17,6 +17,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
@@ -26,6 +27,7 @@ from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
 from delegations.runs import snapshot as run_snapshot
 from delegations.runs.forms import MessageForm, RetryForm, RunFilterForm, RunStartForm
+from delegations.runs.timeline_filter import TimelineFilter
 from delegations.runs.workflows import RunError, run_cancel, run_create, run_retry, run_send_message
 from skills.models import Skill
 
@@ -208,36 +210,54 @@ def _detail_context(request: HttpRequest, run: Run, **snapshot_options: Any) -> 
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The run page; ``?node=<run id>&subtree=1&types=state,tools&errors=1`` filters its
+    timeline (the live script filters the same way without a reload)."""
     run = _get_run_for_user(request, run_id)
-    return render(request, "delegations/run_detail.html", _detail_context(request, run))
+    shown = TimelineFilter.from_query(request.GET)
+    return render(request, "delegations/run_detail.html", _detail_context(request, run, shown=shown))
 
 
 @require_GET
 def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     """The live view's refresh: every section re-rendered from the log, the timeline only
-    past ``after``, the streamed text only when ``streams=1``."""
+    past event ``since`` (unfiltered: the script filters it), the streamed text only when
+    ``streams=1``."""
     run = _get_run_for_user(request, run_id)
     try:
-        after = max(0, int(request.GET.get("after", "0")))
+        since = max(0, int(request.GET.get("since", "0")))
     except ValueError:
-        after = 0
-    context = _detail_context(request, run, after=after, with_streams=request.GET.get("streams") == "1")
+        since = 0
+    context = _detail_context(request, run, since=since, with_streams=request.GET.get("streams") == "1")
     return render(request, "delegations/run_detail.html#live", context)
+
+
+def _back_url(request: HttpRequest, run: Run) -> str:
+    """Where a control posted from a tree node returns: the page it was posted from (a
+    root's page, cancelling one subtree), else the run's own page."""
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                                require_https=request.is_secure()):
+        return back
+    return _detail_url(run)
 
 
 @require_POST
 def run_cancel_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Cancel the run and its subtree; its parent and siblings go on."""
     run = _get_run_for_user(request, run_id, to_act=True)
+    name = f" ({run.label})" if run.label else ""
     try:
         cancelled = run_cancel(run=run, reason=f"Cancelled by {request.user.get_username()} in the browser.")
     except RunError as error:
         messages.error(request, error.message)
     else:
+        parent_note = "" if run.is_root else "; its parent is told and goes on"
         if cancelled.is_terminal:
-            messages.success(request, "Run cancelled, with every subagent under it.")
+            messages.success(request, f"Run cancelled{name}, with every subagent under it{parent_note}.")
         else:
-            messages.info(request, "Cancelling: the worker stops the run and its subagents within a second.")
-    return redirect(_detail_url(run))
+            messages.info(request, f"Cancelling{name}: the worker stops the run and its subagents "
+                                   f"within a second{parent_note}.")
+    return redirect(_back_url(request, run))
 
 
 @require_POST
@@ -246,14 +266,14 @@ def run_message_view(request: HttpRequest, run_id: str) -> HttpResponse:
     form = MessageForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(str(error) for error in form.errors.get("text", ["The message is not valid."])))
-        return redirect(_detail_url(run))
+        return redirect(_back_url(request, run))
     try:
         run_send_message(run=run, text=form.cleaned_data["text"], sender=request.user)
     except RunError as error:
         messages.error(request, error.message)
     else:
         messages.success(request, "Message queued: the subagent reads it at its next turn.")
-    return redirect(_detail_url(run))
+    return redirect(_back_url(request, run))
 
 
 @require_POST

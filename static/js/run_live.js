@@ -10,7 +10,13 @@
  *    seq it has of every run in the tree (after=N&after.<run id>=M); events are
  *    de-duplicated by (run_id, seq), since the socket carries descendants' events too;
  *  - it asks for batched frames (batch=1): a frame may hold a JSON array of events, which
- *    a busy tree watched by many people costs the server far less than a frame each.
+ *    a busy tree watched by many people costs the server far less than a frame each;
+ *  - the timeline (every run of the tree, in the order events were stored) is filtered in
+ *    place: by the run selected in the tree (or its subtree), by event type, errors only,
+ *    rows appended live included; it follows the newest event until the person scrolls
+ *    up, and offers "jump to latest";
+ *  - keys: j/k events, [ and ] runs of the tree, c cancel the selected subtree (the
+ *    confirm step opens), f follow, ? the list of keys, Esc every run again.
  */
 (function () {
   "use strict";
@@ -31,6 +37,7 @@
                       4403: "You may not watch this run.",
                       4404: "This run no longer exists." };
 
+  var LATE_WINDOW = 50;      // event ids re-read on each refresh (see refresh())
   var cursors = {};          // run id -> last seq received (or rendered in the snapshot)
   try { cursors = JSON.parse(page.dataset.cursors || "{}"); } catch (error) { cursors = {}; }
   var pendingText = {};      // run id -> [{seq, delta, newTurn}] the page may not show yet
@@ -170,7 +177,10 @@
     streamsInFlight = wantStreams;
     wantStreams = false;
     var timeline = document.getElementById("run-timeline");
-    var url = liveUrl + "?after=" + encodeURIComponent(timeline.dataset.after || "0") +
+    // a little before the last event id shown: on PostgreSQL an event can commit after one
+    // with a higher id (two writers at once), and would otherwise be skipped until a reload
+    var since = Math.max(0, parseInt(timeline.dataset.after || "0", 10) - LATE_WINDOW);
+    var url = liveUrl + "?since=" + since +
               (streamsInFlight ? "&streams=1" : "");
     fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
       .then(function (response) {
@@ -198,27 +208,332 @@
     var fresh = new DOMParser().parseFromString(html, "text/html");
     fresh.querySelectorAll("[data-live-section]").forEach(function (section) {
       var current = document.getElementById(section.id);
-      if (!current || current.isEqualNode(section)) return;
+      if (!current) return;
+      keepTokens(current, section);
+      if (current.isEqualNode(section)) return;
       // sections holding a form (the controls, the approvals) change only when their key
       // does, so a message being typed is not wiped by an unrelated event
       if (section.dataset.liveKey !== undefined && section.dataset.liveKey === current.dataset.liveKey) return;
-      current.replaceWith(document.importNode(section, true));
+      var kept = keptState(current);
+      var replacement = document.importNode(section, true);
+      current.replaceWith(replacement);
+      restoreState(replacement, kept);
+      if (section.id === "run-tree") treeChanged();
     });
     var rows = fresh.querySelector("[data-live-append]");
     if (!rows) return;
     var list = document.getElementById(rows.dataset.liveAppend);
-    var last = list.lastElementChild ? parseInt(list.lastElementChild.dataset.seq, 10) : 0;
+    var added = false;
     Array.prototype.slice.call(rows.children).forEach(function (row) {
-      var seq = parseInt(row.dataset.seq, 10);
-      if (seq > last) {
-        list.appendChild(document.importNode(row, true));
-        last = seq;
+      var id = parseInt(row.dataset.event, 10);
+      if (list.querySelector('[data-event="' + id + '"]')) return;   // shown already
+      var node = document.importNode(row, true);
+      var later = null;   // a late commit goes in its place, by id
+      for (var next = list.lastElementChild; next && parseInt(next.dataset.event, 10) > id; next = next.previousElementSibling) {
+        later = next;
       }
+      list.insertBefore(node, later);
+      showIfMatching(node);
+      added = true;
     });
     list.dataset.after = String(Math.max(parseInt(list.dataset.after || "0", 10),
                                          parseInt(rows.dataset.after || "0", 10)));
     var empty = document.getElementById("timeline-empty");
     if (empty && list.children.length) empty.remove();
+    if (added) {
+      noteEmptyFilter();
+      if (following) scrollToLatest(); else jumpButton.hidden = false;
+    }
+  }
+
+  // every render masks the CSRF token afresh; the page's tokens stay valid, so keeping
+  // them spares replacing a section (and a click on it) for no change a person sees
+  function keepTokens(current, fresh) {
+    var mine = current.querySelectorAll("input[name=csrfmiddlewaretoken]");
+    var theirs = fresh.querySelectorAll("input[name=csrfmiddlewaretoken]");
+    if (mine.length !== theirs.length) return;
+    for (var i = 0; i < mine.length; i++) theirs[i].setAttribute("value", mine[i].value);
+  }
+
+  // what a person was doing in a section (an open confirm step, a message being typed,
+  // the focused control) survives the section being replaced by a fresh render
+  function keptState(section) {
+    var state = { open: [], values: {}, focus: null };
+    section.querySelectorAll("details[data-keep][open]").forEach(function (details) {
+      state.open.push(details.dataset.keep);
+    });
+    section.querySelectorAll("textarea[id]").forEach(function (area) {
+      if (area.value) state.values[area.id] = area.value;
+    });
+    var active = document.activeElement;
+    if (active && section.contains(active)) {
+      var holder = active.closest("details[data-keep]");
+      state.focus = { keep: holder ? holder.dataset.keep : null, id: active.id || null,
+                      tag: active.tagName, confirm: active.hasAttribute("data-confirm-cancel") };
+    }
+    return state;
+  }
+
+  function restoreState(section, state) {
+    state.open.forEach(function (keep) {
+      var details = section.querySelector('details[data-keep="' + keep + '"]');
+      if (details) details.open = true;
+    });
+    Object.keys(state.values).forEach(function (id) {
+      var area = document.getElementById(id);
+      if (area && section.contains(area)) area.value = state.values[id];
+    });
+    var focus = state.focus;
+    if (!focus) return;
+    var target = focus.id ? document.getElementById(focus.id) : null;
+    if (!target && focus.keep) {
+      var holder = section.querySelector('details[data-keep="' + focus.keep + '"]');
+      if (holder) target = focus.confirm ? holder.querySelector("[data-confirm-cancel]") : holder.querySelector("summary");
+    }
+    if (target && section.contains(target)) target.focus();
+  }
+
+  // -- the timeline: filters, follow-tail, keys ---------------------------------------------
+
+  var filterForm = document.getElementById("timeline-filters");
+  var scroller = document.getElementById("timeline-scroll");
+  var jumpButton = document.getElementById("jump-latest");
+  var followButton = document.getElementById("follow-toggle");
+  var keysButton = document.getElementById("keys-toggle");
+  var keysHelp = document.getElementById("keys-help");
+  var nodeBox = document.getElementById("filter-node");
+  var nodeInput = document.getElementById("filter-node-id");
+  var subtreeBox = document.getElementById("filter-subtree");
+  var serverFiltered = filterForm && filterForm.dataset.filtered === "1";
+  var filter = { node: "", subtree: true, groups: {}, errorsOnly: false, runs: null };
+  var following = true;
+  var currentRow = null;
+
+  function readFilter() {
+    filter.node = nodeInput && !nodeInput.disabled ? nodeInput.value : "";
+    filter.subtree = !subtreeBox || subtreeBox.checked;
+    filter.groups = {};
+    filterForm.querySelectorAll("input[name=types]").forEach(function (box) {
+      filter.groups[box.value] = box.checked;
+    });
+    var errors = filterForm.querySelector("input[name=errors]");
+    filter.errorsOnly = !!errors && errors.checked;
+    filter.runs = selectedRuns();
+  }
+
+  // the runs whose events show: the selected one, with its subtree when asked
+  function selectedRuns() {
+    if (!filter.node) return null;
+    var runs = {};
+    runs[filter.node] = true;
+    var item = treeItem(filter.node);
+    if (item && filter.subtree) {
+      item.querySelectorAll("[data-tree-run]").forEach(function (child) { runs[child.dataset.treeRun] = true; });
+    }
+    return runs;
+  }
+
+  function treeItem(id) {
+    var items = document.querySelectorAll("#run-tree [data-tree-run]");
+    for (var i = 0; i < items.length; i++) if (items[i].dataset.treeRun === id) return items[i];
+    return null;
+  }
+
+  function matches(row) {
+    if (filter.runs && !filter.runs[row.dataset.run]) return false;
+    if (filter.errorsOnly && row.dataset.error !== "1") return false;
+    return filter.groups[row.dataset.group] !== false;
+  }
+
+  function showIfMatching(row) { row.hidden = !matches(row); }
+
+  function applyFilter() {
+    document.querySelectorAll("#run-timeline > li").forEach(showIfMatching);
+    noteEmptyFilter();
+    markSelected();
+    if (following) scrollToLatest();
+  }
+
+  function noteEmptyFilter() {
+    var note = document.getElementById("timeline-none-shown");
+    if (!note) return;
+    var rows = document.querySelectorAll("#run-timeline > li");
+    var shown = document.querySelectorAll("#run-timeline > li:not([hidden])");
+    note.hidden = !rows.length || shown.length > 0;
+  }
+
+  function filterQuery() {
+    var params = new URLSearchParams();
+    if (filter.node) {
+      params.set("node", filter.node);
+      if (filter.subtree) params.set("subtree", "1");
+    }
+    var names = Object.keys(filter.groups);
+    var on = names.filter(function (name) { return filter.groups[name]; });
+    if (on.length !== names.length) params.set("types", on.join(","));
+    if (filter.errorsOnly) params.set("errors", "1");
+    var query = params.toString();
+    return location.pathname + (query ? "?" + query : "");
+  }
+
+  function filterChanged() {
+    readFilter();
+    var url = filterQuery();
+    // a timeline the server filtered holds only what matched: widen it by asking again
+    if (serverFiltered) { location.assign(url); return; }
+    history.replaceState(history.state, "", url);
+    applyFilter();
+  }
+
+  function selectNode(id) {
+    var item = id ? treeItem(id) : null;
+    if (!nodeInput) return;
+    nodeInput.value = item ? id : "";
+    nodeInput.disabled = !item;
+    nodeBox.hidden = !item;
+    if (item) {
+      var link = item.querySelector(".tree-row > a");
+      document.getElementById("filter-node-name").textContent = link ? link.textContent : id.slice(0, 8);
+    }
+    filterChanged();
+  }
+
+  function markSelected() {
+    document.querySelectorAll("#run-tree .tree-node.selected").forEach(function (item) {
+      item.classList.remove("selected");
+      item.removeAttribute("aria-selected");
+    });
+    var item = filter.node ? treeItem(filter.node) : null;
+    if (item) {
+      item.classList.add("selected");
+      item.setAttribute("aria-selected", "true");
+    }
+  }
+
+  function treeChanged() {
+    filter.runs = selectedRuns();   // the subtree may have grown
+    applyFilter();
+  }
+
+  function atBottom() {
+    return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 24;
+  }
+
+  function setFollowing(on) {
+    following = on;
+    followButton.setAttribute("aria-pressed", on ? "true" : "false");
+    followButton.textContent = on ? "Following" : "Follow";
+    if (on) { scrollToLatest(); jumpButton.hidden = true; } else if (!atBottom()) jumpButton.hidden = false;
+  }
+
+  function scrollToLatest() {
+    scroller.scrollTop = scroller.scrollHeight;
+  }
+
+  function visibleRows() {
+    return Array.prototype.slice.call(document.querySelectorAll("#run-timeline > li:not([hidden])"));
+  }
+
+  function moveRow(step) {
+    var rows = visibleRows();
+    if (!rows.length) return;
+    var index = rows.indexOf(currentRow);
+    index = index < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.max(0, Math.min(rows.length - 1, index + step));
+    if (currentRow) currentRow.classList.remove("kbd-current");
+    currentRow = rows[index];
+    currentRow.classList.add("kbd-current");
+    // reading back up stops following; reaching the newest again resumes it
+    setFollowing(index === rows.length - 1 && step > 0);
+    currentRow.scrollIntoView({ block: "nearest" });
+  }
+
+  function moveNode(step) {
+    var items = Array.prototype.slice.call(document.querySelectorAll("#run-tree [data-tree-run]"));
+    if (!items.length) return;
+    var index = items.indexOf(filter.node ? treeItem(filter.node) : null);
+    index = index < 0 ? (step > 0 ? 0 : items.length - 1) : Math.max(0, Math.min(items.length - 1, index + step));
+    selectNode(items[index].dataset.treeRun);
+    items[index].scrollIntoView({ block: "nearest" });
+  }
+
+  function cancelSelected() {
+    var item = treeItem(filter.node || runId);
+    var details = item ? item.querySelector(":scope > .tree-actions > details.node-cancel") : null;
+    if (!details) {
+      setStatusNote(item && item.dataset.running !== "1" ? "That run has ended: there is nothing to cancel."
+                                                          : "You cannot cancel that run.");
+      return;
+    }
+    details.open = true;
+    var yes = details.querySelector("[data-confirm-cancel]");
+    if (yes) yes.focus();
+  }
+
+  function setStatusNote(text) {
+    var note = document.getElementById("keys-note");
+    if (!note) {
+      note = document.createElement("p");
+      note.id = "keys-note";
+      note.className = "small muted";
+      note.setAttribute("role", "status");
+      keysHelp.parentNode.insertBefore(note, keysHelp);
+    }
+    note.textContent = text;
+  }
+
+  function toggleKeys(show) {
+    keysHelp.hidden = show === undefined ? !keysHelp.hidden : !show;
+    keysButton.setAttribute("aria-expanded", keysHelp.hidden ? "false" : "true");
+  }
+
+  function onKey(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    var target = event.target;
+    // keys are for the page, not for a field being typed in (a focused checkbox is fine)
+    var typing = target && (target.isContentEditable || target.tagName === "TEXTAREA" || target.tagName === "SELECT" ||
+                            (target.tagName === "INPUT" && !/^(checkbox|radio|button|submit|reset)$/.test(target.type)));
+    if (typing) return;
+    var actions = { j: function () { moveRow(1); }, k: function () { moveRow(-1); },
+                    "]": function () { moveNode(1); }, "[": function () { moveNode(-1); },
+                    c: cancelSelected, f: function () { setFollowing(!following); },
+                    "?": function () { toggleKeys(); },
+                    Escape: function () { if (!keysHelp.hidden) toggleKeys(false); else if (filter.node) selectNode(""); } };
+    var action = actions[event.key];
+    if (!action) return;
+    event.preventDefault();
+    action();
+  }
+
+  function setUpTimeline() {
+    if (!filterForm || !scroller) return;
+    document.getElementById("filter-apply").hidden = true;   // changes apply at once
+    followButton.hidden = false;
+    keysButton.hidden = false;
+    readFilter();
+    applyFilter();
+    scrollToLatest();
+    filterForm.addEventListener("change", filterChanged);
+    filterForm.addEventListener("submit", function (event) { event.preventDefault(); filterChanged(); });
+    document.getElementById("filter-node-clear").addEventListener("click", function (event) {
+      if (serverFiltered) return;   // the link reloads the page unfiltered
+      event.preventDefault();
+      selectNode("");
+    });
+    // the tree is replaced as it changes: listen on the page, not on its rows
+    page.addEventListener("click", function (event) {
+      var select = event.target.closest("[data-select-run]");
+      if (!select) return;
+      event.preventDefault();
+      selectNode(select.dataset.selectRun === filter.node ? "" : select.dataset.selectRun);
+    });
+    scroller.addEventListener("scroll", function () {
+      if (atBottom()) { if (!following) setFollowing(true); }
+      else if (following) setFollowing(false);
+    }, { passive: true });
+    jumpButton.addEventListener("click", function () { setFollowing(true); });
+    followButton.addEventListener("click", function () { setFollowing(!following); });
+    keysButton.addEventListener("click", function () { toggleKeys(); });
+    document.addEventListener("keydown", onKey);
   }
 
   window.addEventListener("pagehide", function () {
@@ -227,5 +542,6 @@
   window.addEventListener("pageshow", function (event) {
     if (event.persisted && !socket) connect();   // back from the back/forward cache
   });
+  setUpTimeline();
   connect();
 })();

@@ -114,8 +114,7 @@ class Children:
             if outcome.state is RunState.AWAITING_APPROVAL:
                 parked = parked or outcome.parked
                 continue
-            record = {"name": DELEGATE_TASK, "ok": outcome.state is RunState.COMPLETE,
-                      "result": outcome.announce}
+            record = child_record(str(outcome.state), outcome.announce)
             turn.completed[call.id] = record
             run.family.active.pop(child.run_id, None)
             await emit(run.run_id, _TOOL_RESULT, {"id": call.id, **record})
@@ -207,9 +206,7 @@ class Children:
         if checkpoint.outcome is not None:
             turn = parent.chat.turn
             assert turn is not None
-            announce = checkpoint.outcome.get("announce")
-            record = {"name": DELEGATE_TASK, "ok": checkpoint.outcome.get("state") == RunState.COMPLETE.value,
-                      "result": announce}
+            record = child_record(str(checkpoint.outcome.get("state") or ""), checkpoint.outcome.get("announce"))
             turn.completed[call.id] = record
             await emit(parent.run_id, _TOOL_RESULT, {"id": call.id, **record})
             return None
@@ -223,6 +220,34 @@ class Children:
                         default_timeout_s=self.settings.default_timeout_s)
         parent.family.active[child.run_id] = child
         return child
+
+
+def child_record(state: str, announce: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``delegate_task`` result of a child that ended, as its parent's model reads it:
+    the child's announce, and for a child that did not complete an ``error`` that says how
+    it ended. The model reads only the error of a failed call, so without it a child
+    cancelled from the run page (its subtree stopped, the parent going on) would reach the
+    parent's model as ``{"error": null}``."""
+    record: dict[str, Any] = {"name": DELEGATE_TASK, "ok": state == RunState.COMPLETE.value,
+                              "result": announce}
+    if not record["ok"]:
+        record["error"] = _child_failure(state, announce if isinstance(announce, dict) else {})
+    return record
+
+
+def _child_failure(state: str, announce: dict[str, Any]) -> dict[str, Any]:
+    found = announce.get("error")
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
+    label = str(announce.get("label") or "the subagent")
+    details = {"run_id": announce.get("run_id"), "label": label, "state": state}
+    if state == RunState.CANCELLED.value:
+        why = str(error.get("message") or "Cancelled.").rstrip(".")
+        return {"code": "CANCELLED", "details": details,
+                "message": f"Subagent {label} was cancelled before it finished ({why}), so its part "
+                           f"is not done. Go on without it or do that part yourself."}
+    summary = str(announce.get("summary") or error.get("message") or "no result").rstrip(".")
+    return {"code": str(error.get("code") or ErrorCode.TOOL_FAILURE.value), "details": details,
+            "message": f"Subagent {label} ended {state}: {summary}."}
 
 
 def children_result(turn: Turn, calls: list[ToolCall]) -> ResponsePackage:

@@ -407,17 +407,18 @@ def test_the_output_area_puts_each_model_turn_in_its_own_paragraph(composer_clie
 
 def test_the_live_fragment_sends_the_sections_and_only_newer_timeline_rows(composer_client, composer):
     run, _, _ = finished_run_with_everything(composer)
-    message_seq = RunEvent.objects.get(run=run, type="message").seq
-    response = composer_client.get(f"/runs/{run.pk}/live/?after={message_seq}")
+    message = RunEvent.objects.get(run=run, type="message")
+    response = composer_client.get(f"/runs/{run.pk}/live/?since={message.pk}")
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
     for section_id in ("run-head", "run-approvals", "run-outcome", "run-controls", "run-facts",
                        "run-budget", "run-tree"):
         assert f'id="{section_id}"' in html
     rows = re.findall(r'data-seq="(\d+)" data-type="(\w+)"', html)
-    assert rows and all(int(seq) > message_seq for seq, _ in rows)
+    assert rows and all(int(seq) > message.seq for seq, _ in rows)
     assert {kind for _, kind in rows} >= {"log", "error", "result"}
-    assert f'data-after="{run.last_seq}"' in html
+    last = RunEvent.objects.filter(run=run).order_by("-id").first()
+    assert last is not None and f'data-after="{last.pk}"' in html
     assert 'id="run-streams"' not in html
     with_streams = composer_client.get(f"/runs/{run.pk}/live/?after=0&streams=1").content.decode()
     assert 'id="run-streams"' in with_streams and "Comparing the options now." in with_streams

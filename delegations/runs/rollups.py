@@ -1,0 +1,61 @@
+"""Roll-ups of a run tree: what each run used itself and what its whole subtree used,
+counted from the event log in one query for the tree (no query per run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, FloatField, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
+
+from delegations.models import RunEvent
+
+
+@dataclass
+class Figures:
+    """What a node of the tree used: by its own model and tool calls, or by its whole subtree."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+    runtime_s: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    def add(self, other: Figures) -> None:
+        self.tokens += other.tokens
+        self.cost_usd += other.cost_usd
+        self.runtime_s += other.runtime_s
+        self.model_calls += other.model_calls
+        self.tool_calls += other.tool_calls
+
+    def copy(self) -> Figures:
+        return Figures(self.tokens, self.cost_usd, self.runtime_s, self.model_calls, self.tool_calls)
+
+
+def own_figures(runtimes: dict[str, float]) -> dict[str, Figures]:
+    """Each run's own usage (``runtimes``: each run of the tree and the time it has run),
+    summed from its model_call and tool_call events in one grouped query for the whole
+    tree: a run row's stored usage already includes its descendants' (and lags behind
+    them while the tree runs), so it cannot say what the run itself used."""
+    ids = list(runtimes)
+    figures = {run_id: Figures(runtime_s=runtime) for run_id, runtime in runtimes.items()}
+
+    def number(key: str) -> Any:
+        # cast to a float even for token counts: PostgreSQL refuses "12.0"::integer
+        return Coalesce(Sum(Cast(KT(f"data__{key}"), FloatField())), 0.0)
+
+    rows = (RunEvent.objects.filter(run_id__in=ids, type__in=("model_call", "tool_call")).order_by()
+            .values("run_id", "type")
+            .annotate(count=Count("id"), tokens_in=number("input_tokens"),
+                      tokens_out=number("output_tokens"), cost=number("cost_usd")))
+    for row in rows:
+        own = figures[row["run_id"]]
+        if row["type"] == "tool_call":
+            own.tool_calls = row["count"]
+        else:
+            own.model_calls = row["count"]
+            own.tokens = int(row["tokens_in"] or 0) + int(row["tokens_out"] or 0)
+            own.cost_usd = float(row["cost"] or 0.0)
+    return figures
