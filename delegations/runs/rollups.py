@@ -11,27 +11,28 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from delegations.models import RunEvent
+from delegations.protocol.budgets import Usage
 
 
-@dataclass
-class Figures:
-    """What a node of the tree used: by its own model and tool calls, or by its whole subtree."""
+@dataclass(slots=True)
+class Figures(Usage):
+    """What a node of the tree used (by its own model and tool calls, or by its whole
+    subtree): the protocol's usage, and how many tools it called."""
 
-    tokens: int = 0
-    cost_usd: float = 0.0
-    runtime_s: float = 0.0
-    model_calls: int = 0
     tool_calls: int = 0
 
-    def add(self, other: Figures) -> None:
-        self.tokens += other.tokens
-        self.cost_usd += other.cost_usd
-        self.runtime_s += other.runtime_s
-        self.model_calls += other.model_calls
-        self.tool_calls += other.tool_calls
+    @property
+    def tokens(self) -> int:
+        return self.total_tokens
+
+    def add(self, other: Usage) -> Figures:
+        Usage.add(self, other)   # (a slots dataclass: no zero-argument super())
+        self.tool_calls += getattr(other, "tool_calls", 0)
+        return self
 
     def copy(self) -> Figures:
-        return Figures(self.tokens, self.cost_usd, self.runtime_s, self.model_calls, self.tool_calls)
+        return Figures(self.model_calls, self.input_tokens, self.output_tokens, self.cost_usd,
+                       self.runtime_s, self.tool_calls)
 
 
 def own_figures(runtimes: dict[str, float]) -> dict[str, Figures]:
@@ -56,6 +57,6 @@ def own_figures(runtimes: dict[str, float]) -> dict[str, Figures]:
             own.tool_calls = row["count"]
         else:
             own.model_calls = row["count"]
-            own.tokens = int(row["tokens_in"] or 0) + int(row["tokens_out"] or 0)
+            own.input_tokens, own.output_tokens = int(row["tokens_in"] or 0), int(row["tokens_out"] or 0)
             own.cost_usd = float(row["cost"] or 0.0)
     return figures
