@@ -5,6 +5,7 @@ from delegations.accounts import views as account
 from delegations.composer import tree_views as tree
 from delegations.composer import views as composer
 from delegations.inbox import views as inbox
+from delegations.runs import compare as run_compare
 from delegations.runs import imports as run_imports
 from delegations.runs import views as runs
 
@@ -46,9 +47,11 @@ urlpatterns = [
          name="run_imported_download"),
     path("runs/<str:run_id>/", runs.run_detail, name="run_detail"),
     path("runs/<str:run_id>/live/", runs.run_live, name="run_live"),
+    path("runs/<str:run_id>/replay/", runs.run_replay, name="run_replay"),
     path("runs/<str:run_id>/cancel/", runs.run_cancel_view, name="run_cancel"),
     path("runs/<str:run_id>/messages/", runs.run_message_view, name="run_message"),
     path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run_retry"),
+    path("runs/<str:run_id>/compare/", run_compare.run_compare, name="run_compare"),
     # the approval inbox, and deciding an item from its run's page
     path("inbox/", inbox.inbox, name="inbox"),
     path("inbox/history/", inbox.inbox_history, name="inbox_history"),

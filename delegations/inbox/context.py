@@ -16,7 +16,6 @@ the raw JSON stays one click away.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from datetime import timedelta
@@ -38,7 +37,7 @@ from delegations.protocol.capabilities import (
 from delegations.runs.snapshot import (
     AXIS_LABELS,
     budget_amount,
-    diff_lines,
+    json_diff,
     pretty_json,
     run_budget,
     run_usage,
@@ -377,9 +376,4 @@ _DESCRIBERS = {"capability": _capability, "capability_request": _capability_requ
 def arguments_diff(original: Any, edited: Any) -> list[dict[str, str]]:
     """Edited tool-call arguments against the original, as unified-diff lines of their
     indented JSON (kinds add / del / ctx / hunk for colouring); empty when nothing changed."""
-    before = json.dumps(original, indent=2, ensure_ascii=False, sort_keys=True, default=str).splitlines()
-    after = json.dumps(edited, indent=2, ensure_ascii=False, sort_keys=True, default=str).splitlines()
-    if before == after:
-        return []
-    lines = difflib.unified_diff(before, after, "original", "edited", n=3, lineterm="")
-    return diff_lines("\n".join(lines))
+    return json_diff(original, edited, "original", "edited")

@@ -8,6 +8,7 @@ Everything returned is plain dicts and lists, ready for the templates.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, fraction_used
@@ -30,6 +32,8 @@ STREAM_CHAR_LIMIT = 20_000    # the tail of each run's streamed text a snapshot 
 JSON_CHAR_LIMIT = 8_000       # pretty JSON longer than this is cut (the API has it whole)
 OPEN_JSON_CHARS = 240         # tool arguments up to this long are shown unfolded
 TURN_BREAK = "\n\n"           # between the texts of two model turns of one run
+TREE_COLLAPSE_ABOVE = 8       # a tree node with more runs under it starts collapsed, unless
+                              # something under it waits for a person or failed
 
 STATE_TONES: dict[str, str] = {
     RunState.PENDING: "neutral", RunState.ACCEPTED: "neutral", RunState.WORKING: "info",
@@ -52,6 +56,11 @@ AXIS_LABELS: dict[str, str] = {   # a budget axis as a person names it
 
 def state_tone(state: str | None) -> str:
     return STATE_TONES.get(str(state or ""), "neutral")
+
+
+def state_label(state: Any) -> str:
+    """AWAITING_APPROVAL -> "awaiting approval"."""
+    return str(state or "").replace("_", " ").lower()
 
 
 def status_tone(status: str | None) -> str:
@@ -103,6 +112,16 @@ def diff_lines(diff: str) -> list[dict[str, str]]:
             kind = "ctx"
         lines.append({"kind": kind, "text": line})
     return lines
+
+
+def json_diff(before: Any, after: Any, fromfile: str, tofile: str) -> list[dict[str, str]]:
+    """Two JSON values as unified-diff lines of their indented JSON, keys sorted so only
+    real changes show (kinds as :func:`diff_lines`); empty when they are equal."""
+    old = json.dumps(before, indent=2, ensure_ascii=False, sort_keys=True, default=str).splitlines()
+    new = json.dumps(after, indent=2, ensure_ascii=False, sort_keys=True, default=str).splitlines()
+    if old == new:
+        return []
+    return diff_lines("\n".join(difflib.unified_diff(old, new, fromfile, tofile, n=3, lineterm="")))
 
 
 def edited_files(result: Any) -> list[dict[str, Any]]:
@@ -339,6 +358,7 @@ def budget_meters(run: Run) -> list[dict[str, Any]]:
             tone = "warn"
         meters.append({
             "axis": axis, "label": AXIS_LABELS[axis], "used": budget_amount(axis, used),
+            "limit_value": getattr(budget, axis),
             "limit": budget_amount(axis, getattr(budget, axis)), "limited": fraction is not None,
             "percent": round(min(fraction, 1.0) * 100, 1) if fraction is not None else 0,
             "value": round(fraction * 100, 1) if fraction is not None else 0,
@@ -353,7 +373,8 @@ def _bar(axis: str, used: float, limit: float | None, shown: str, soft: float) -
         return None
     fraction = used / limit
     tone = "bad" if fraction >= 1 else "warn" if fraction >= soft else "ok"
-    return {"label": AXIS_LABELS[axis], "text": f"{shown} / {budget_amount(axis, limit)}",
+    return {"axis": axis, "limit": limit, "label": AXIS_LABELS[axis],
+            "text": f"{shown} / {budget_amount(axis, limit)}",
             "percent": round(min(fraction, 1.0) * 100, 1), "tone": tone,
             "soft_percent": round(soft * 100, 1)}
 
@@ -386,6 +407,8 @@ def tree_nodes(run: Run, members: Iterable[Run], *,
             pending += child["pending"]
             failed += child["failed"]
             size += child["size"]
+        below_pending = pending - pending_by_run.get(member.pk, 0)
+        failed_below = failed - (1 if member.state in FAILED_STATES else 0)
         budget = run_budget(member)
         bars = [bar for bar in (
             _bar("max_tokens", subtree.tokens, budget.max_tokens, f"{subtree.tokens:,}", soft),
@@ -397,13 +420,75 @@ def tree_nodes(run: Run, members: Iterable[Run], *,
         return {"run": member, "current": member.pk == run.pk, "tone": state_tone(member.state),
                 "planned": planned, "children": children, "own": own[member.pk], "subtree": subtree,
                 "tokens": own[member.pk].tokens, "bars": bars, "child_count": len(spawned),
-                "size": size, "pending": pending, "failed": failed,
-                "failed_below": failed - (1 if member.state in FAILED_STATES else 0),
+                "size": size, "pending": pending, "failed": failed, "failed_below": failed_below,
+                "collapsed": (size - 1 > TREE_COLLAPSE_ABOVE and member.pk != run.pk
+                              and not below_pending and not failed_below),
                 "running": not member.is_terminal,
                 "not_started": [{"label": label, **about} for label, about in plan.items()
                                 if label not in started]}
 
     return node(run)
+
+
+def tree_changes(tree: dict[str, Any], changed: set[str]) -> list[dict[str, Any]]:
+    """The nodes of ``tree`` whose runs are in ``changed``, parents before children, each
+    with its parent's run id and its place among its parent's children: what the live
+    script patches into the tree it shows (a new run is inserted there)."""
+    out: list[dict[str, Any]] = []
+
+    def walk(node: dict[str, Any], parent: str, index: int) -> None:
+        if node["run"].pk in changed:
+            out.append({"node": node, "parent": parent, "index": index})
+        for place, child in enumerate(node["children"]):
+            walk(child, node["run"].pk, place)
+
+    walk(tree, "", 0)
+    return out
+
+
+def changed_since(members: list[Run], since: int) -> set[str]:
+    """The runs of the tree with events stored after event ``since``, and their
+    ancestors (whose roll-ups those events change)."""
+    parent_of = {member.pk: member.parent_id for member in members}
+    changed: set[str] = set()
+    rows = (RunEvent.objects.filter(run_id__in=list(parent_of), id__gt=since).order_by()
+            .values_list("run_id", flat=True).distinct())
+    for run_id in rows:
+        current: str | None = run_id
+        while current and current not in changed:
+            changed.add(current)
+            current = parent_of.get(current)
+    return changed
+
+
+def waterfall(tree: dict[str, Any]) -> dict[str, Any]:
+    """Each run's span from start to end on one time axis, in tree order (indented by
+    depth): where the tree's time went. A running run's span reaches now."""
+    now = timezone.now()
+    spans: list[tuple[dict[str, Any], int, Any, Any]] = []
+
+    def walk(node: dict[str, Any], depth: int) -> None:
+        member = node["run"]
+        if member.started_at:
+            spans.append((node, depth, member.started_at, member.finished_at or now))
+        for child in node["children"]:
+            walk(child, depth + 1)
+
+    walk(tree, 0)
+    if not spans:
+        return {"rows": [], "total": "", "key": "0"}
+    start = min(span[2] for span in spans)
+    total = max((max(span[3] for span in spans) - start).total_seconds(), 0.001)
+    rows = [{"run": node["run"], "tone": node["tone"], "depth": depth,
+             "left": round((began - start).total_seconds() / total * 100, 2),
+             "width": max(round((ended - began).total_seconds() / total * 100, 2), 0.3),
+             "start_ms": int(began.timestamp() * 1000), "end_ms": int(ended.timestamp() * 1000),
+             "duration": format_seconds((ended - began).total_seconds())}
+            for node, depth, began, ended in spans]
+    # the live page re-draws it when a run starts or ends, not each time a span grows
+    key = f"{len(rows)}:{sum(1 for node, *_ in spans if node['run'].finished_at)}"
+    return {"rows": rows, "total": format_seconds(total), "key": key,
+            "start_ms": int(start.timestamp() * 1000), "total_ms": int(total * 1000)}
 
 
 def _planned_children(run: Run) -> dict[str, dict[str, str]]:
@@ -452,17 +537,20 @@ def streams(members: list[Run], current: Run) -> list[dict[str, Any]]:
 
 # -- the whole page -----------------------------------------------------------------------
 
-def timeline(run: Run, *, members: list[Run] | None = None, since: int = 0,
+def timeline(run: Run, *, members: list[Run] | None = None, since: int = 0, until: int | None = None,
              approval_ids: dict[str, int] | None = None,
              shown: TimelineFilter | None = None) -> tuple[list[TimelineItem], int, int]:
     """The events of the run's tree stored after event ``since`` (an event id: ids follow
-    the order events were stored in, across the runs of a tree), the newest
-    TIMELINE_LIMIT of them, as ``shown`` filters them (text is in the output area
-    instead): the items, the last event id they cover, and how many were left out."""
+    the order events were stored in, across the runs of a tree) and up to event ``until``
+    (a replay's moment), the newest TIMELINE_LIMIT of them, as ``shown`` filters them
+    (text is in the output area instead): the items, the last event id they cover, and
+    how many were left out."""
     members = members if members is not None else [run]
     shown = shown or TimelineFilter()
     events = RunEvent.objects.filter(run_id__in=shown.run_ids(members), type__in=shown.event_types(),
                                      id__gt=since)
+    if until is not None:
+        events = events.filter(id__lte=until)
     total = events.count()
     rows = list(events.order_by("-id")[:TIMELINE_LIMIT])[::-1]
     ids = approval_ids if approval_ids is not None else _approval_ids([member.pk for member in members])
@@ -527,12 +615,14 @@ def skill_view(run: Run) -> dict[str, str] | None:
     return {"ref": run.skill, "url": url}
 
 
-def snapshot(run: Run, *, since: int = 0, with_streams: bool = True,
+def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree: bool = False,
              shown: TimelineFilter | None = None) -> dict[str, Any]:
     """Everything a run page renders. ``since``: only timeline events stored after that
     event id (the live script's refresh); ``with_streams``: include the streamed text (the
     refresh asks for it only when a run it has no output area for starts talking);
-    ``shown``: the timeline's filter (the page reloaded with ``?node=…&types=…``)."""
+    ``patch_tree``: of the tree, only the nodes those events changed (``tree_patch``: the
+    script patches them in, so a big tree is not re-rendered per event); ``shown``: the
+    timeline's filter (the page reloaded with ``?node=…&types=…``)."""
     members = list(run.tree().select_related("owner").order_by("depth", "created_at", "pk"))
     # cursors first: an event stored while the page renders is shown and then sent again
     # over the websocket, where the page drops it by seq
@@ -549,13 +639,14 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True,
     for approval in approvals:
         if approval.is_pending:
             pending_by_run[approval.run_id] = pending_by_run.get(approval.run_id, 0) + 1
+    tree = tree_nodes(run, members, pending_by_run=pending_by_run)
     return {
         "filters": filter_form(shown, members),
         "run": run, "state_tone": state_tone(run.state), "cursors": cursors,
         "cursors_json": json.dumps(cursors), "timeline": items, "timeline_after": last,
         "timeline_hidden": hidden, "meters": budget_meters(run),
-        "tree": tree_nodes(run, members, pending_by_run=pending_by_run),
-        "subagent_count": len(members) - 1,
+        "tree": tree, "subagent_count": len(members) - 1, "waterfall": waterfall(tree),
+        "tree_patch": tree_changes(tree, changed_since(members, since)) if patch_tree and since else None,
         "streams": streams(members, run) if with_streams else [], "streams_included": with_streams,
         "approvals": approvals, "pending_approvals": [a for a in approvals if a.is_pending],
         "result": result_view(run), "criteria": run.criteria_report if isinstance(run.criteria_report, dict) else None,

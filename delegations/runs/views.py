@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -27,6 +27,7 @@ from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
 from delegations.runs import snapshot as run_snapshot
 from delegations.runs.forms import MessageForm, RetryForm, RunFilterForm, RunStartForm
+from delegations.runs.replay import replay_events
 from delegations.runs.timeline_filter import TimelineFilter
 from delegations.runs.workflows import RunError, run_cancel, run_create, run_retry, run_send_message
 from skills.models import Skill
@@ -217,18 +218,40 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     return render(request, "delegations/run_detail.html", _detail_context(request, run, shown=shown))
 
 
+def _event_id(request: HttpRequest, name: str) -> int | None:
+    """An event id from the query string (None when absent; a bad one counts as 0)."""
+    if name not in request.GET:
+        return None
+    try:
+        return max(0, int(request.GET[name]))
+    except ValueError:
+        return 0
+
+
 @require_GET
 def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     """The live view's refresh: every section re-rendered from the log, the timeline only
-    past event ``since`` (unfiltered: the script filters it), the streamed text only when
-    ``streams=1``."""
+    past event ``since`` (unfiltered: the script filters it), of the tree only the nodes
+    those events changed, the streamed text only when ``streams=1``, the whole tree when
+    ``tree=1``. With ``until``: only the timeline rows up to that event (a replay's
+    moment), the newest TIMELINE_LIMIT of them."""
     run = _get_run_for_user(request, run_id)
-    try:
-        since = max(0, int(request.GET.get("since", "0")))
-    except ValueError:
-        since = 0
-    context = _detail_context(request, run, since=since, with_streams=request.GET.get("streams") == "1")
+    since, until = _event_id(request, "since") or 0, _event_id(request, "until")
+    if until is not None:
+        members = list(run.tree().order_by("depth", "created_at", "pk"))
+        items, last, _left_out = run_snapshot.timeline(run, members=members, since=since, until=until)
+        return render(request, "delegations/run_detail.html#rows",
+                      {"run": run, "timeline": items, "timeline_after": last})
+    context = _detail_context(request, run, since=since, with_streams=request.GET.get("streams") == "1",
+                              patch_tree=request.GET.get("tree") != "1")
     return render(request, "delegations/run_detail.html#live", context)
+
+
+@require_GET
+def run_replay(request: HttpRequest, run_id: str) -> JsonResponse:
+    """The tree's stored events, cut down for the page's replay (:mod:`.replay`)."""
+    run = _get_run_for_user(request, run_id)
+    return JsonResponse(replay_events(run))
 
 
 def _back_url(request: HttpRequest, run: Run) -> str:

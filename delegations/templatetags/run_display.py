@@ -46,8 +46,7 @@ def short_id(run_id: Any) -> str:
 
 @register.filter
 def state_label(state: Any) -> str:
-    """AWAITING_APPROVAL -> "awaiting approval"."""
-    return str(state or "").replace("_", " ").lower()
+    return run_snapshot.state_label(state)
 
 
 @register.filter

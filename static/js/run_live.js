@@ -15,8 +15,16 @@
  *    place: by the run selected in the tree (or its subtree), by event type, errors only,
  *    rows appended live included; it follows the newest event until the person scrolls
  *    up, and offers "jump to latest";
- *  - keys: j/k events, [ and ] runs of the tree, c cancel the selected subtree (the
- *    confirm step opens), f follow, ? the list of keys, Esc every run again.
+ *  - the tree is patched node by node: the refresh sends only the runs with new events
+ *    (and their ancestors, whose roll-ups they change), each put in place or inserted
+ *    under its parent, so a tree of 1,000 runs is not re-rendered per event; subtrees
+ *    fold and unfold (big ones start folded unless something in them waits or failed);
+ *  - "next waiting" and "next error" jump through the timeline;
+ *  - keys: j/k events, [ and ] runs of the tree, o fold the selected run, a/e the next
+ *    approval waiting / error, c cancel the selected subtree (the confirm step opens),
+ *    f follow, ? the list of keys, Esc every run again;
+ *  - while run_replay.js replays the run ("run:replay" on the page), refreshes stop, and
+ *    the rows it reveals ("run:rows") are filtered and followed like live ones.
  */
 (function () {
   "use strict";
@@ -50,6 +58,9 @@
   var refreshAgain = false;
   var wantStreams = false;
   var streamsInFlight = false;
+  var wantWholeTree = false;   // a patch could not be placed: ask for the whole tree once
+  var replaying = false;
+  var folded = {};             // run id -> folded (true) or unfolded (false) by the person
 
   function setStatus(status, text) {
     statusEl.dataset.status = status;
@@ -166,7 +177,7 @@
   // -- refreshing the server-rendered sections ------------------------------------------
 
   function scheduleRefresh() {
-    if (refreshTimer) return;
+    if (refreshTimer || replaying) return;
     refreshTimer = setTimeout(refresh, REFRESH_DELAY_MS);
   }
 
@@ -181,7 +192,8 @@
     // with a higher id (two writers at once), and would otherwise be skipped until a reload
     var since = Math.max(0, parseInt(timeline.dataset.after || "0", 10) - LATE_WINDOW);
     var url = liveUrl + "?since=" + since +
-              (streamsInFlight ? "&streams=1" : "");
+              (streamsInFlight ? "&streams=1" : "") + (wantWholeTree ? "&tree=1" : "");
+    wantWholeTree = false;
     fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
@@ -205,6 +217,7 @@
   }
 
   function applyRefresh(html) {
+    if (replaying) return;
     var fresh = new DOMParser().parseFromString(html, "text/html");
     fresh.querySelectorAll("[data-live-section]").forEach(function (section) {
       var current = document.getElementById(section.id);
@@ -220,6 +233,8 @@
       restoreState(replacement, kept);
       if (section.id === "run-tree") treeChanged();
     });
+    var patch = fresh.querySelector("[data-live-tree]");
+    if (patch) patchTree(patch);
     var rows = fresh.querySelector("[data-live-append]");
     if (!rows) return;
     var list = document.getElementById(rows.dataset.liveAppend);
@@ -244,6 +259,103 @@
       noteEmptyFilter();
       if (following) scrollToLatest(); else jumpButton.hidden = false;
     }
+  }
+
+  // -- the tree, node by node -----------------------------------------------------------
+
+  function ownParts(item) {   // what a node shows of itself: all but its children's list
+    return Array.prototype.filter.call(item.children, function (part) {
+      return !part.classList.contains("tree-children");
+    });
+  }
+
+  function sameParts(mine, theirs) {
+    if (mine.length !== theirs.length) return false;
+    for (var i = 0; i < mine.length; i++) {
+      keepTokens(mine[i], theirs[i]);
+      if (!mine[i].isEqualNode(theirs[i])) return false;
+    }
+    return true;
+  }
+
+  function patchNode(item, fresh) {
+    ["data-state", "data-running"].forEach(function (name) {
+      if (fresh.hasAttribute(name)) item.setAttribute(name, fresh.getAttribute(name));
+      else item.removeAttribute(name);
+    });
+    var theirs = ownParts(fresh);
+    if (sameParts(ownParts(item), theirs)) return;
+    var kept = keptState(item);
+    var children = item.querySelector(":scope > .tree-children");
+    ownParts(item).forEach(function (part) { part.remove(); });
+    theirs.forEach(function (part) {
+      var node = document.importNode(part, true);
+      if (part.classList.contains("tree-planned")) item.appendChild(node);
+      else item.insertBefore(node, children);
+    });
+    syncToggle(item);
+    restoreState(item, kept);
+  }
+
+  function insertNode(fresh) {
+    var parent = treeItem(fresh.dataset.parent);
+    var list = parent && parent.querySelector(":scope > .tree-children");
+    if (!list) return false;
+    var item = document.importNode(fresh, true);
+    item.removeAttribute("data-parent");
+    item.removeAttribute("data-index");
+    var children = document.createElement("ul");
+    children.className = "tree-children";
+    children.id = "kids-" + fresh.dataset.treeRun;
+    var planned = item.querySelector(":scope > .tree-planned");
+    item.insertBefore(children, planned);
+    list.insertBefore(item, list.children[parseInt(fresh.dataset.index, 10)] || null);
+    return true;
+  }
+
+  function patchTree(patch) {
+    var count = patch.querySelector("#tree-count");
+    var mine = document.getElementById("tree-count");
+    if (count && mine && mine.textContent !== count.textContent) mine.textContent = count.textContent;
+    var placed = true;
+    Array.prototype.forEach.call(patch.querySelectorAll(":scope > li[data-tree-run]"), function (fresh) {
+      var item = treeItem(fresh.dataset.treeRun);
+      if (item) patchNode(item, fresh);
+      else if (!insertNode(fresh)) placed = false;
+    });
+    if (!placed) { wantWholeTree = true; scheduleRefresh(); }
+    treeChanged();
+  }
+
+  // -- folding subtrees -------------------------------------------------------------------
+
+  function setFolded(item, fold) {
+    if (!item || !item.querySelector(":scope > .tree-children > li")) return;
+    if (fold) item.setAttribute("data-collapsed", "1"); else item.removeAttribute("data-collapsed");
+    folded[item.dataset.treeRun] = fold;
+    syncToggle(item);
+  }
+
+  function syncToggle(item) {
+    var toggle = item.querySelector(":scope > .tree-row > .tree-toggle");
+    if (toggle) toggle.setAttribute("aria-expanded", item.hasAttribute("data-collapsed") ? "false" : "true");
+  }
+
+  // a node shown by a selection (a key, the waterfall) unfolds the subtrees it is in
+  function reveal(item) {
+    for (var up = item.parentElement && item.parentElement.closest(".tree-node"); up;
+         up = up.parentElement && up.parentElement.closest(".tree-node")) {
+      if (up.hasAttribute("data-collapsed")) setFolded(up, false);
+    }
+  }
+
+  function reapplyFolds() {   // the whole tree was re-rendered: the person's folds stay
+    Object.keys(folded).forEach(function (id) {
+      var item = treeItem(id);
+      if (!item) return;
+      if (folded[id]) item.setAttribute("data-collapsed", "1"); else item.removeAttribute("data-collapsed");
+      syncToggle(item);
+    });
   }
 
   // every render masks the CSRF token afresh; the page's tokens stay valid, so keeping
@@ -334,9 +446,7 @@
   }
 
   function treeItem(id) {
-    var items = document.querySelectorAll("#run-tree [data-tree-run]");
-    for (var i = 0; i < items.length; i++) if (items[i].dataset.treeRun === id) return items[i];
-    return null;
+    return id ? document.querySelector('#run-tree [data-tree-run="' + CSS.escape(id) + '"]') : null;
   }
 
   function matches(row) {
@@ -358,7 +468,7 @@
     var note = document.getElementById("timeline-none-shown");
     if (!note) return;
     var rows = document.querySelectorAll("#run-timeline > li");
-    var shown = document.querySelectorAll("#run-timeline > li:not([hidden])");
+    var shown = document.querySelectorAll("#run-timeline > li:not([hidden]):not(.replay-future)");
     note.hidden = !rows.length || shown.length > 0;
   }
 
@@ -392,7 +502,8 @@
     nodeInput.disabled = !item;
     nodeBox.hidden = !item;
     if (item) {
-      var link = item.querySelector(".tree-row > a");
+      reveal(item);
+      var link = item.querySelector(".tree-row > a[href]");
       document.getElementById("filter-node-name").textContent = link ? link.textContent : id.slice(0, 8);
     }
     filterChanged();
@@ -411,6 +522,7 @@
   }
 
   function treeChanged() {
+    reapplyFolds();
     filter.runs = selectedRuns();   // the subtree may have grown
     applyFilter();
   }
@@ -431,7 +543,13 @@
   }
 
   function visibleRows() {
-    return Array.prototype.slice.call(document.querySelectorAll("#run-timeline > li:not([hidden])"));
+    return Array.prototype.slice.call(document.querySelectorAll("#run-timeline > li:not([hidden]):not(.replay-future)"));
+  }
+
+  function setCurrentRow(row) {
+    if (currentRow) currentRow.classList.remove("kbd-current");
+    currentRow = row;
+    currentRow.classList.add("kbd-current");
   }
 
   function moveRow(step) {
@@ -439,16 +557,49 @@
     if (!rows.length) return;
     var index = rows.indexOf(currentRow);
     index = index < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.max(0, Math.min(rows.length - 1, index + step));
-    if (currentRow) currentRow.classList.remove("kbd-current");
-    currentRow = rows[index];
-    currentRow.classList.add("kbd-current");
+    setCurrentRow(rows[index]);
     // reading back up stops following; reaching the newest again resumes it
     setFollowing(index === rows.length - 1 && step > 0);
     currentRow.scrollIntoView({ block: "nearest" });
   }
 
+  // the next row (after the current one, round to the top) that is an error, or an
+  // approval still waiting (the approvals section, refreshed live, says which wait)
+  function jumpTo(kind) {
+    var waiting = {};
+    document.querySelectorAll("#run-approvals [data-approval-id][data-pending]").forEach(function (item) {
+      waiting[item.dataset.approvalId] = item;
+    });
+    var rows = visibleRows().filter(function (row) {
+      return kind === "error" ? row.dataset.error === "1" : !!waiting[row.dataset.approval];
+    });
+    if (!rows.length) {
+      var first = Object.keys(waiting).map(function (id) { return waiting[id]; })[0];
+      if (kind === "approval" && first) {   // waiting, but not in the timeline as filtered
+        first.scrollIntoView({ block: "center" });
+        setStatusNote("That approval is not in the timeline as it is filtered; it is in Approvals above.");
+      } else {
+        setStatusNote(kind === "error" ? "No error in the timeline as it is filtered." : "Nothing waits for a person.");
+      }
+      return;
+    }
+    var index = rows.indexOf(currentRow);
+    var next = rows[(index + 1) % rows.length];
+    if (index < 0 && currentRow) {   // the current row is not one of them: the next one below it
+      next = rows.filter(function (row) {
+        return currentRow.compareDocumentPosition(row) & Node.DOCUMENT_POSITION_FOLLOWING;
+      })[0] || rows[0];
+    }
+    setCurrentRow(next);
+    setFollowing(false);
+    next.scrollIntoView({ block: "center" });
+    setStatusNote("");
+  }
+
   function moveNode(step) {
-    var items = Array.prototype.slice.call(document.querySelectorAll("#run-tree [data-tree-run]"));
+    var items = Array.prototype.filter.call(document.querySelectorAll("#run-tree [data-tree-run]"), function (item) {
+      return item.offsetParent !== null;   // not inside a folded subtree
+    });
     if (!items.length) return;
     var index = items.indexOf(filter.node ? treeItem(filter.node) : null);
     index = index < 0 ? (step > 0 ? 0 : items.length - 1) : Math.max(0, Math.min(items.length - 1, index + step));
@@ -496,6 +647,8 @@
     var actions = { j: function () { moveRow(1); }, k: function () { moveRow(-1); },
                     "]": function () { moveNode(1); }, "[": function () { moveNode(-1); },
                     c: cancelSelected, f: function () { setFollowing(!following); },
+                    o: function () { var item = treeItem(filter.node || runId); setFolded(item, !(item && item.hasAttribute("data-collapsed"))); },
+                    a: function () { jumpTo("approval"); }, e: function () { jumpTo("error"); },
                     "?": function () { toggleKeys(); },
                     Escape: function () { if (!keysHelp.hidden) toggleKeys(false); else if (filter.node) selectNode(""); } };
     var action = actions[event.key];
@@ -509,6 +662,14 @@
     document.getElementById("filter-apply").hidden = true;   // changes apply at once
     followButton.hidden = false;
     keysButton.hidden = false;
+    page.classList.add("scripted");   // the tree's fold buttons work
+    var treeAll = document.querySelector("#run-tree .tree-all");
+    if (treeAll && document.querySelector("#run-tree .tree-toggle")) treeAll.hidden = false;
+    var nextApproval = document.getElementById("next-approval");
+    var nextError = document.getElementById("next-error");
+    nextApproval.hidden = nextError.hidden = false;
+    nextApproval.addEventListener("click", function () { jumpTo("approval"); });
+    nextError.addEventListener("click", function () { jumpTo("error"); });
     readFilter();
     applyFilter();
     scrollToLatest();
@@ -521,6 +682,15 @@
     });
     // the tree is replaced as it changes: listen on the page, not on its rows
     page.addEventListener("click", function (event) {
+      var toggle = event.target.closest(".tree-toggle");
+      if (toggle) { var item = toggle.closest(".tree-node"); setFolded(item, !item.hasAttribute("data-collapsed")); return; }
+      var all = event.target.closest("[data-tree-all]");
+      if (all) {
+        document.querySelectorAll("#run-tree .tree-node").forEach(function (item) {
+          if (!item.classList.contains("current")) setFolded(item, all.dataset.treeAll === "close");
+        });
+        return;
+      }
       var select = event.target.closest("[data-select-run]");
       if (!select) return;
       event.preventDefault();
@@ -534,6 +704,11 @@
     followButton.addEventListener("click", function () { setFollowing(!following); });
     keysButton.addEventListener("click", function () { toggleKeys(); });
     document.addEventListener("keydown", onKey);
+    page.addEventListener("run:replay", function () { replaying = true; });
+    page.addEventListener("run:rows", function () {
+      applyFilter();
+      if (!following) jumpButton.hidden = false;
+    });
   }
 
   window.addEventListener("pagehide", function () {

@@ -412,8 +412,13 @@ def test_the_live_fragment_sends_the_sections_and_only_newer_timeline_rows(compo
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
     for section_id in ("run-head", "run-approvals", "run-outcome", "run-controls", "run-facts",
-                       "run-budget", "run-tree"):
+                       "run-budget"):
         assert f'id="{section_id}"' in html
+    # of the tree, only the runs with newer events (and their ancestors), to patch in place
+    assert 'id="run-tree"' not in html and "data-live-tree" in html
+    assert re.findall(r'data-tree-run="([^"]+)" data-parent="([^"]*)"', html) == [(run.pk, "")]
+    whole = composer_client.get(f"/runs/{run.pk}/live/?since={message.pk}&tree=1").content.decode()
+    assert 'id="run-tree"' in whole and "data-live-tree" not in whole
     rows = re.findall(r'data-seq="(\d+)" data-type="(\w+)"', html)
     assert rows and all(int(seq) > message.seq for seq, _ in rows)
     assert {kind for _, kind in rows} >= {"log", "error", "result"}
