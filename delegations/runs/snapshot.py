@@ -646,7 +646,7 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
         "cursors_json": json.dumps(cursors), "timeline": items, "timeline_after": last,
         "timeline_hidden": hidden, "meters": budget_meters(run),
         "tree": tree, "subagent_count": len(members) - 1, "waterfall": waterfall(tree),
-        "tree_patch": tree_changes(tree, changed_since(members, since)) if patch_tree and since else None,
+        "tree_patch": tree_changes(tree, changed_since(members, since)) if patch_tree else None,
         "streams": streams(members, run) if with_streams else [], "streams_included": with_streams,
         "approvals": approvals, "pending_approvals": [a for a in approvals if a.is_pending],
         "result": result_view(run), "criteria": run.criteria_report if isinstance(run.criteria_report, dict) else None,
