@@ -63,6 +63,7 @@
   var folded = {};             // run id -> folded (true) or unfolded (false) by the person
 
   function setStatus(status, text) {
+    if (replaying) return;   // the badge says "Replay" until the page is left
     statusEl.dataset.status = status;
     statusEl.textContent = text;
     if (reloadLink) reloadLink.hidden = status === "live" || status === "connecting";
@@ -704,7 +705,10 @@
     followButton.addEventListener("click", function () { setFollowing(!following); });
     keysButton.addEventListener("click", function () { toggleKeys(); });
     document.addEventListener("keydown", onKey);
-    page.addEventListener("run:replay", function () { replaying = true; });
+    page.addEventListener("run:replay", function () {
+      setStatus("replay", "Replay");
+      replaying = true;
+    });
     page.addEventListener("run:rows", function () {
       applyFilter();
       if (!following) jumpButton.hidden = false;
