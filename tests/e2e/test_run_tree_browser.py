@@ -144,3 +144,13 @@ def test_a_person_filters_the_timeline_to_a_node_and_cancels_one_subtree(live_ur
     assert page.evaluate(walked) == shown_count - 2
     _key(page, "j")
     assert page.evaluate(walked) == shown_count - 1
+    # e jumps to the next error: the cancelled subtree's failed delegate_task result
+    errors = page.locator("#run-timeline > li[data-error='1']:not([hidden])")
+    assert errors.count() >= 1
+    _key(page, "e")
+    current = page.locator("#run-timeline > li.kbd-current")
+    assert current.get_attribute("data-error") == "1"
+    assert page.locator("#follow-toggle").get_attribute("aria-pressed") == "false"
+    # a: nothing waits for a person here, and the page says so
+    _key(page, "a")
+    assert page.locator("#keys-note").inner_text() == "Nothing waits for a person."
