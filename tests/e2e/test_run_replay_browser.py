@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import bearer, login
+from tests.e2e.run_pages import open_scripted_run, tree_node
 
 pytestmark = pytest.mark.browser
 
@@ -48,23 +48,13 @@ CONFIG = {
 }
 
 
-def _node(page: Any, label: str) -> Any:
-    return page.locator(f"#run-tree li.tree-node:has(> .tree-row > a:text-is('{label}'))")
-
-
 def _shown(locator: Any) -> bool:
     return bool(locator.evaluate("el => el.offsetParent !== null"))
 
 
 def test_a_forty_run_tree_folds_filters_and_replays_at_10x(live_url, page, composer):
-    login(page, live_url, composer.username)
-    response = httpx.post(f"{live_url}/api/runs", headers=bearer(composer), timeout=10,
-                          json={"packet": PACKET, "adapter": {"name": "scripted", "config": CONFIG}})
-    assert response.status_code == 201, response.text
-    root_id = str(response.json()["id"])
-    page.goto(f"{live_url}/runs/{root_id}/")
-    page.wait_for_selector("#live-status[data-status=live]")
-    _node(page, "review").wait_for()
+    root_id = open_scripted_run(page, live_url, composer, PACKET, CONFIG)
+    tree_node(page, "review").wait_for()
     # remember the root's node: patched in place, it is the same element at the end
     page.evaluate(f"window.__root = document.querySelector('[data-tree-run=\"{root_id}\"]')")
     page.wait_for_function(f"document.querySelector('[data-tree-run=\"{root_id}\"]').dataset.state === 'COMPLETE'",
@@ -75,19 +65,19 @@ def test_a_forty_run_tree_folds_filters_and_replays_at_10x(live_url, page, compo
 
     # reloaded: each area starts folded; its toggle unfolds and folds it
     page.goto(f"{live_url}/runs/{root_id}/")
-    area = _node(page, "billing")
+    area = tree_node(page, "billing")
     toggle = area.locator("> .tree-row > .tree-toggle")
     assert toggle.get_attribute("aria-expanded") == "false"
-    assert not _shown(_node(page, "billing-3"))
+    assert not _shown(tree_node(page, "billing-3"))
     toggle.click()
-    assert toggle.get_attribute("aria-expanded") == "true" and _shown(_node(page, "billing-3"))
+    assert toggle.get_attribute("aria-expanded") == "true" and _shown(tree_node(page, "billing-3"))
     toggle.click()
-    assert not _shown(_node(page, "billing-3"))
+    assert not _shown(tree_node(page, "billing-3"))
     page.locator("[data-tree-all=open]").click()
-    assert _shown(_node(page, "search-12"))
+    assert _shown(tree_node(page, "search-12"))
 
     # a node selected: the timeline shows its events only
-    kid = _node(page, "auth-5")
+    kid = tree_node(page, "auth-5")
     kid_id = str(kid.get_attribute("data-tree-run"))
     kid.locator("> .tree-row [data-select-run]").click()
     rows = page.locator("#run-timeline > li:not([hidden])")

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.conftest import bearer, login
+from tests.e2e.run_pages import open_scripted_run, tree_node
 
 pytestmark = pytest.mark.browser
 
@@ -48,10 +47,6 @@ CONFIG = {
 }
 
 
-def _node(page: Any, label: str) -> Any:
-    return page.locator(f"#run-tree li.tree-node:has(> .tree-row > a:text-is('{label}'))")
-
-
 def _key(page: Any, key: str) -> None:
     """A key pressed on the page, as a person does after clicking somewhere else."""
     page.evaluate("document.activeElement && document.activeElement.blur()")
@@ -59,26 +54,20 @@ def _key(page: Any, key: str) -> None:
 
 
 def _state(page: Any, label: str) -> str:
-    return str(_node(page, label).get_attribute("data-state"))
+    return str(tree_node(page, label).get_attribute("data-state"))
 
 
 def test_a_person_filters_the_timeline_to_a_node_and_cancels_one_subtree(live_url, page, composer):
-    login(page, live_url, composer.username)
-    response = httpx.post(f"{live_url}/api/runs", headers=bearer(composer), timeout=10,
-                          json={"packet": PACKET, "adapter": {"name": "scripted", "config": CONFIG}})
-    assert response.status_code == 201, response.text
-    root_id = str(response.json()["id"])
-    page.goto(f"{live_url}/runs/{root_id}/")
+    root_id = open_scripted_run(page, live_url, composer, PACKET, CONFIG)
     page.evaluate("window.__sameDocument = true")
-    page.wait_for_selector("#live-status[data-status=live]")
     for label in ("doomed", "steady", "grandkid"):
-        _node(page, label).wait_for()
-    steady_id = str(_node(page, "steady").get_attribute("data-tree-run"))
-    doomed_id = str(_node(page, "doomed").get_attribute("data-tree-run"))
+        tree_node(page, label).wait_for()
+    steady_id = str(tree_node(page, "steady").get_attribute("data-tree-run"))
+    doomed_id = str(tree_node(page, "doomed").get_attribute("data-tree-run"))
     page.wait_for_selector(f"#run-timeline > li[data-run='{steady_id}']", state="attached")
 
     # selecting a node filters the timeline to it, without leaving the page
-    _node(page, "steady").locator("> .tree-row [data-select-run]").click()
+    tree_node(page, "steady").locator("> .tree-row [data-select-run]").click()
     assert page.locator("#filter-node").is_visible()
     assert page.locator("#filter-node-name").inner_text() == "steady"
     assert f"node={steady_id}" in page.url
@@ -104,7 +93,7 @@ def test_a_person_filters_the_timeline_to_a_node_and_cancels_one_subtree(live_ur
         _key(page, "]")
     assert page.locator("#filter-node-id").input_value() == doomed_id
     _key(page, "c")
-    confirm = _node(page, "doomed").locator("> .tree-actions [data-confirm-cancel]")
+    confirm = tree_node(page, "doomed").locator("> .tree-actions [data-confirm-cancel]")
     assert confirm.is_visible()
     assert _state(page, "steady") == "WORKING"
     confirm.click()
