@@ -656,6 +656,7 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
                                      findings=run.findings or []),
         "queued_messages": list(RunMessage.objects.filter(run=run, delivered_at__isnull=True)),
         "ancestors": _ancestors(run), "skill": skill_view(run),
+        "retries": list(run.retries.only("id", "attempt", "state").order_by("attempt", "created_at")),
     }
 
 

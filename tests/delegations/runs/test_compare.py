@@ -191,3 +191,13 @@ def test_someone_who_cannot_see_the_run_gets_404(client, other_composer, retried
 
 def test_the_compare_page_answers_get_only(composer_client, retried):
     assert composer_client.post(f"/runs/{retried[1].pk}/compare/").status_code == 405
+
+
+def test_both_attempts_pages_link_to_their_comparison(composer_client, composer):
+    first = make_run(composer, state="FAILED")
+    second = Run.objects.create(packet=first.packet, adapter_name="scripted", owner=composer, attempt=2,
+                                retry_of=first, state="COMPLETE")
+    later = composer_client.get(f"/runs/{second.pk}/").content.decode()
+    assert f'href="/runs/{second.pk}/compare/"' in later and "compare with attempt 1" in later
+    earlier = composer_client.get(f"/runs/{first.pk}/").content.decode()
+    assert f'href="/runs/{first.pk}/compare/?with={second.pk}"' in earlier and "retried as" in earlier
