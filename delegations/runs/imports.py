@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from delegations.models import ImportedRun
 from delegations.protocol.budgets import CONSUMABLE_AXES
 from delegations.protocol.events import EventType
+from delegations.runs import display
 from delegations.runs import snapshot as run_snapshot
 from delegations.runs.export import (
     EventRecord,
@@ -81,7 +82,7 @@ def _tree(export: RunExport, current_id: str | None, counts: Counter[str]) -> di
             children.setdefault(record.parent, []).append(record)
 
     def node(record: RunRecord) -> dict[str, Any]:
-        return {"run": record, "tone": run_snapshot.state_tone(record.state),
+        return {"run": record, "tone": display.state_tone(record.state),
                 "tokens": int(_number(record.usage.get("total_tokens"))), "events": counts[record.id],
                 "current": record.id == current_id,
                 "children": [node(child) for child in children.get(record.id, [])]}
@@ -101,7 +102,7 @@ def _timeline_entry(event: EventRecord, names: dict[str, str]) -> dict[str, Any]
     except (TypeError, ValueError):
         # data this instance would never have written (a figure that is no number): shown as it is
         item = run_snapshot.TimelineItem(seq=event.seq, ts=wire["ts"], type=str(event.type),
-                                         title=str(event.type), body_json=run_snapshot.pretty_json(event.data),
+                                         title=str(event.type), body_json=display.pretty_json(event.data),
                                          json_label="Data")
     # links to a subagent point at it in this document, not at a run of this instance
     linked = item.link_run if item.link_run in names else ""
@@ -125,9 +126,9 @@ def _result_view(result: dict[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(result, dict):
         return None
     payload = result.get("output_payload")
-    return {"status": str(result.get("status") or ""), "tone": run_snapshot.status_tone(result.get("status")),
+    return {"status": str(result.get("status") or ""), "tone": display.status_tone(result.get("status")),
             "summary_text": str(result.get("summary") or result.get("log_summary") or ""),
-            "payload_json": run_snapshot.pretty_json(payload) if payload not in (None, {}, []) else "",
+            "payload_json": display.pretty_json(payload) if payload not in (None, {}, []) else "",
             **{key: _as_list(result.get(key)) for key in LISTED_RESULT_PARTS}}
 
 
@@ -144,9 +145,9 @@ def _budget(record: RunRecord) -> list[dict[str, str]]:
     for axis, measure in CONSUMABLE_AXES:
         limit = record.budget.get(axis)
         if isinstance(limit, int | float) and not isinstance(limit, bool):
-            rows.append({"label": run_snapshot.AXIS_LABELS[axis],
-                         "used": run_snapshot.budget_amount(axis, _number(record.usage.get(measure))),
-                         "limit": run_snapshot.budget_amount(axis, float(limit))})
+            rows.append({"label": display.AXIS_LABELS[axis],
+                         "used": display.budget_amount(axis, _number(record.usage.get(measure))),
+                         "limit": display.budget_amount(axis, float(limit))})
     return rows
 
 
@@ -170,7 +171,7 @@ def run_imported(request: HttpRequest, imported_id: int) -> HttpResponse:
         "timeline": [_timeline_entry(event, names) for event in page.object_list], "page": page,
         "stream": _stream(export, shown.id), "result": _result_view(shown.result),
         "criteria": _criteria_view(shown.criteria_report), "budget": _budget(shown),
-        "error": shown.error, "packet_json": run_snapshot.pretty_json(shown.packet),
+        "error": shown.error, "packet_json": display.pretty_json(shown.packet),
         "headline": failure_headline(shown.state, shown.error, shown.result, skill=shown.skill,
                                      findings=shown.findings),
         "duration_s": ((shown.finished_at - shown.started_at).total_seconds()

@@ -1,5 +1,6 @@
 """What a run page shows, read from the event log and the run rows: the timeline, the
-streamed text of the tree, budget meters, the delegation tree, edits as diffs, the result.
+streamed text of the tree, budget meters, edits as diffs, the result, and the delegation
+tree (:mod:`.tree_view`), in the words of :mod:`.display`.
 
 The live view and its no-JS snapshot render the same data through the same template
 fragments (the event log is the source of truth), so both are built here.
@@ -10,88 +11,37 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
-from django.utils import timezone
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
-from delegations.protocol.budgets import CONSUMABLE_AXES, Budget, Usage, fraction_used
-from delegations.protocol.lifecycle import RunState
+from delegations.protocol.budgets import CONSUMABLE_AXES, fraction_used
+from delegations.runs.display import (
+    AXIS_LABELS,
+    budget_amount,
+    format_usd,
+    pretty_json,
+    run_budget,
+    run_usage,
+    state_tone,
+    status_tone,
+)
 from delegations.runs.failure import failure_headline
-from delegations.runs.rollups import own_figures
 from delegations.runs.timeline_filter import GROUP_OF, TimelineFilter, filter_form
+from delegations.runs.tree_view import changed_since, tree_changes, tree_nodes, waterfall
 from skills.models import Skill
 
 TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest
 STREAM_CHAR_LIMIT = 20_000    # the tail of each run's streamed text a snapshot shows
-JSON_CHAR_LIMIT = 8_000       # pretty JSON longer than this is cut (the API has it whole)
 OPEN_JSON_CHARS = 240         # tool arguments up to this long are shown unfolded
 TURN_BREAK = "\n\n"           # between the texts of two model turns of one run
-TREE_COLLAPSE_ABOVE = 8       # a tree node with more runs under it starts collapsed, unless
-                              # something under it waits for a person or failed
 
-STATE_TONES: dict[str, str] = {
-    RunState.PENDING: "neutral", RunState.ACCEPTED: "neutral", RunState.WORKING: "info",
-    RunState.AWAITING_APPROVAL: "warn", RunState.COMPLETE: "ok", RunState.RETURNED: "warn",
-    RunState.FAILED: "bad", RunState.TIMEOUT: "bad", RunState.REJECTED: "bad",
-    RunState.CANCELLED: "neutral",
-}
-STATUS_TONES: dict[str, str] = {
-    "SUCCESS": "ok", "PARTIAL_COMPLETION": "warn", "FAILURE": "bad",
-    "BLOCKED_AWAITING_CLARIFICATION": "info",
-}
 SEVERITY_TONES: dict[str, str] = {"error": "bad", "warning": "warn", "info": "info"}
 LOG_TONES: dict[str, str] = {"error": "bad", "warning": "warn"}
-FAILED_STATES = frozenset({RunState.FAILED, RunState.TIMEOUT, RunState.REJECTED})
-AXIS_LABELS: dict[str, str] = {   # a budget axis as a person names it
-    "max_model_calls": "Model calls", "max_tokens": "Tokens", "max_runtime_s": "Time",
-    "max_cost_usd": "Cost",
-}
-
-
-def state_tone(state: str | None) -> str:
-    return STATE_TONES.get(str(state or ""), "neutral")
-
-
-def state_label(state: Any) -> str:
-    """AWAITING_APPROVAL -> "awaiting approval"."""
-    return str(state or "").replace("_", " ").lower()
-
-
-def status_tone(status: str | None) -> str:
-    return STATUS_TONES.get(str(status or ""), "neutral")
-
-
-def pretty_json(value: Any, limit: int = JSON_CHAR_LIMIT) -> str:
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if len(text) > limit:
-        return f"{text[:limit]}\n… ({len(text) - limit:,} more characters; the API has the whole value)"
-    return text
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
-
-
-def format_usd(amount: float | None) -> str:
-    if amount is None:
-        return "—"
-    if amount == 0:
-        return "$0"
-    return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
 
 
 # -- diffs --------------------------------------------------------------------------------
@@ -310,36 +260,6 @@ def timeline_item(event: RunEvent | dict[str, Any], approval_ids: dict[str, int]
 
 # -- meters, tree, streams ----------------------------------------------------------------
 
-def run_usage(run: Run) -> Usage:
-    """What the run has used, its time so far while it runs."""
-    stored = run.usage if isinstance(run.usage, dict) else {}
-    runtime = float(stored.get("runtime_s") or 0.0)
-    if not run.is_terminal or not runtime:
-        runtime = run.duration_s or runtime   # a running run: time so far
-    return Usage(model_calls=int(stored.get("model_calls") or 0),
-                 input_tokens=int(stored.get("input_tokens") or 0),
-                 output_tokens=int(stored.get("output_tokens") or 0),
-                 cost_usd=float(stored.get("cost_usd") or 0.0), runtime_s=runtime)
-
-
-def run_budget(run: Run) -> Budget:
-    """The run's budget; a stored one that no longer reads counts as no limit."""
-    try:
-        return Budget.model_validate(run.budget or {})
-    except ValueError:
-        return Budget()
-
-
-def budget_amount(axis: str, value: float | None) -> str:
-    """A budget figure as a person reads it."""
-    if value is None:
-        return "no limit"
-    if axis == "max_runtime_s":
-        return format_seconds(value)
-    if axis == "max_cost_usd":
-        return format_usd(value)
-    return f"{int(value):,}"
-
 
 def budget_meters(run: Run) -> list[dict[str, Any]]:
     """Per consumable axis: used / limit, the filled share and where the soft threshold
@@ -365,141 +285,6 @@ def budget_meters(run: Run) -> list[dict[str, Any]]:
             "soft_percent": round(soft * 100, 1), "tone": tone,
         })
     return meters
-
-
-def _bar(axis: str, used: float, limit: float | None, shown: str, soft: float) -> dict[str, Any] | None:
-    """A small budget bar of a tree node, the soft threshold marked (None: no limit)."""
-    if not limit:
-        return None
-    fraction = used / limit
-    tone = "bad" if fraction >= 1 else "warn" if fraction >= soft else "ok"
-    return {"axis": axis, "limit": limit, "label": AXIS_LABELS[axis],
-            "text": f"{shown} / {budget_amount(axis, limit)}",
-            "percent": round(min(fraction, 1.0) * 100, 1), "tone": tone,
-            "soft_percent": round(soft * 100, 1)}
-
-
-def tree_nodes(run: Run, members: Iterable[Run], *,
-               pending_by_run: dict[str, int] | None = None) -> dict[str, Any]:
-    """The run and its descendants as nested dicts (children in the order they were
-    spawned), each with its roll-ups: its own figures and its subtree's (tokens, cost and
-    time summed over the subtree), budget bars, child and tool-call counts, and how many
-    approvals wait and how many runs failed in its subtree. One pass over the rows."""
-    members = list(members)
-    children_of: dict[str | None, list[Run]] = {}
-    for member in members:
-        children_of.setdefault(member.parent_id, []).append(member)
-    own = own_figures({member.pk: run_usage(member).runtime_s for member in members})
-    pending_by_run = pending_by_run or {}
-    soft = float(settings.HANDOFF_SOFT_BUDGET_THRESHOLD)
-
-    def node(member: Run, planned: bool = False) -> dict[str, Any]:
-        plan = _planned_children(member)
-        spawned = children_of.get(member.pk, [])
-        started = {child.label for child in spawned}
-        children = [node(child, child.label in plan) for child in spawned]
-        subtree = own[member.pk].copy()
-        pending = pending_by_run.get(member.pk, 0)
-        failed = 1 if member.state in FAILED_STATES else 0
-        size = 1
-        for child in children:
-            subtree.add(child["subtree"])
-            pending += child["pending"]
-            failed += child["failed"]
-            size += child["size"]
-        below_pending = pending - pending_by_run.get(member.pk, 0)
-        failed_below = failed - (1 if member.state in FAILED_STATES else 0)
-        budget = run_budget(member)
-        bars = [bar for bar in (
-            _bar("max_tokens", subtree.tokens, budget.max_tokens, f"{subtree.tokens:,}", soft),
-            _bar("max_cost_usd", subtree.cost_usd, budget.max_cost_usd, format_usd(subtree.cost_usd), soft),
-            # a run's time limit is its own wall clock (its children run inside it)
-            _bar("max_runtime_s", own[member.pk].runtime_s, budget.max_runtime_s,
-                 format_seconds(own[member.pk].runtime_s), soft),
-        ) if bar is not None]
-        return {"run": member, "current": member.pk == run.pk, "tone": state_tone(member.state),
-                "planned": planned, "children": children, "own": own[member.pk], "subtree": subtree,
-                "tokens": own[member.pk].tokens, "bars": bars, "child_count": len(spawned),
-                "size": size, "pending": pending, "failed": failed, "failed_below": failed_below,
-                "collapsed": (size - 1 > TREE_COLLAPSE_ABOVE and member.pk != run.pk
-                              and not below_pending and not failed_below),
-                "running": not member.is_terminal,
-                "not_started": [{"label": label, **about} for label, about in plan.items()
-                                if label not in started]}
-
-    return node(run)
-
-
-def tree_changes(tree: dict[str, Any], changed: set[str]) -> list[dict[str, Any]]:
-    """The nodes of ``tree`` whose runs are in ``changed``, parents before children, each
-    with its parent's run id and its place among its parent's children: what the live
-    script patches into the tree it shows (a new run is inserted there)."""
-    out: list[dict[str, Any]] = []
-
-    def walk(node: dict[str, Any], parent: str, index: int) -> None:
-        if node["run"].pk in changed:
-            out.append({"node": node, "parent": parent, "index": index})
-        for place, child in enumerate(node["children"]):
-            walk(child, node["run"].pk, place)
-
-    walk(tree, "", 0)
-    return out
-
-
-def changed_since(members: list[Run], since: int) -> set[str]:
-    """The runs of the tree with events stored after event ``since``, and their
-    ancestors (whose roll-ups those events change)."""
-    parent_of = {member.pk: member.parent_id for member in members}
-    changed: set[str] = set()
-    rows = (RunEvent.objects.filter(run_id__in=list(parent_of), id__gt=since).order_by()
-            .values_list("run_id", flat=True).distinct())
-    for run_id in rows:
-        current: str | None = run_id
-        while current and current not in changed:
-            changed.add(current)
-            current = parent_of.get(current)
-    return changed
-
-
-def waterfall(tree: dict[str, Any]) -> dict[str, Any]:
-    """Each run's span from start to end on one time axis, in tree order (indented by
-    depth): where the tree's time went. A running run's span reaches now."""
-    now = timezone.now()
-    spans: list[tuple[dict[str, Any], int, Any, Any]] = []
-
-    def walk(node: dict[str, Any], depth: int) -> None:
-        member = node["run"]
-        if member.started_at:
-            spans.append((node, depth, member.started_at, member.finished_at or now))
-        for child in node["children"]:
-            walk(child, depth + 1)
-
-    walk(tree, 0)
-    if not spans:
-        return {"rows": [], "total": "", "key": "0"}
-    start = min(span[2] for span in spans)
-    total = max((max(span[3] for span in spans) - start).total_seconds(), 0.001)
-    rows = [{"run": node["run"], "tone": node["tone"], "depth": depth,
-             "left": round((began - start).total_seconds() / total * 100, 2),
-             "width": max(round((ended - began).total_seconds() / total * 100, 2), 0.3),
-             "start_ms": int(began.timestamp() * 1000), "end_ms": int(ended.timestamp() * 1000),
-             "duration": format_seconds((ended - began).total_seconds())}
-            for node, depth, began, ended in spans]
-    # the live page re-draws it when a run starts or ends, not each time a span grows
-    key = f"{len(rows)}:{sum(1 for node, *_ in spans if node['run'].finished_at)}"
-    return {"rows": rows, "total": format_seconds(total), "key": key,
-            "start_ms": int(start.timestamp() * 1000), "total_ms": int(total * 1000)}
-
-
-def _planned_children(run: Run) -> dict[str, dict[str, str]]:
-    """The children a composed delegation planned, by label: role and goal."""
-    packet = run.packet if isinstance(run.packet, dict) else {}
-    planned = packet.get("planned_children")
-    if not isinstance(planned, list):
-        return {}
-    return {str(child["label"]): {"role": str(child.get("subagent_type") or ""),
-                                  "goal": str(child.get("goal") or "")}
-            for child in planned if isinstance(child, dict) and child.get("label")}
 
 
 def streams(members: list[Run], current: Run) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from delegations.runs import snapshot as run_snapshot
+from delegations.runs import display
 
 register = template.Library()
 
@@ -14,19 +14,19 @@ register = template.Library()
 @register.filter
 def state_tone(state: str | None) -> str:
     """The badge class of a lifecycle state: ok, warn, bad, info or neutral."""
-    return run_snapshot.state_tone(state)
+    return display.state_tone(state)
 
 
 @register.filter
 def status_tone(status: str | None) -> str:
     """The badge class of a result status (SUCCESS, FAILURE, ...)."""
-    return run_snapshot.status_tone(status)
+    return display.status_tone(status)
 
 
 @register.filter
 def usd(amount: Any) -> str:
     try:
-        return run_snapshot.format_usd(float(amount))
+        return display.format_usd(float(amount))
     except (TypeError, ValueError):
         return "—"
 
@@ -34,7 +34,7 @@ def usd(amount: Any) -> str:
 @register.filter
 def seconds(value: Any) -> str:
     try:
-        return run_snapshot.format_seconds(float(value))
+        return display.format_seconds(float(value))
     except (TypeError, ValueError):
         return "—"
 
@@ -46,12 +46,12 @@ def short_id(run_id: Any) -> str:
 
 @register.filter
 def state_label(state: Any) -> str:
-    return run_snapshot.state_label(state)
+    return display.state_label(state)
 
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    return run_snapshot.pretty_json(value)
+    return display.pretty_json(value)
 
 
 APPROVAL_TONES = {"pending": "warn", "approved": "ok", "rejected": "bad", "answered": "info",
