@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from delegations.accounts.roles import can_approve, visible_runs
 from delegations.live import feed
@@ -32,6 +32,8 @@ class UnknownRouteConsumer(AsyncJsonWebsocketConsumer):
 
 
 BACKLOG_CHUNK = 2000
+CURSORS_IN_QUERY = 64   # more per-run cursors than this are applied as rows are read (a
+                        # query excluding each would nest too deep for SQLite)
 
 
 def _query_cursors(query_string: bytes, run_id: str) -> tuple[dict[str, int], list[str]]:
@@ -48,6 +50,25 @@ def _query_cursors(query_string: bytes, run_id: str) -> tuple[dict[str, int], li
         except ValueError:
             problems.append(f"'{key}' must be a whole number (the last seq you have), not {values[-1]!r}")
     return cursors, problems
+
+
+def _query_since(query_string: bytes) -> tuple[int, list[str]]:
+    """``since=<event id>``: the client has every event of the tree stored up to that id."""
+    values = parse_qs(query_string.decode("latin-1")).get("since", [])
+    if not values:
+        return 0, []
+    try:
+        return max(0, int(values[-1])), []
+    except ValueError:
+        return 0, [f"'since' must be a whole number (an event id), not {values[-1]!r}"]
+
+
+@database_sync_to_async
+def _cursors_up_to(run_ids: list[str], since: int) -> dict[str, int]:
+    """Each run's last seq among the events stored up to event ``since``."""
+    rows = (RunEvent.objects.filter(run_id__in=run_ids, pk__lte=since).order_by()
+            .values("run_id").annotate(last=Max("seq")).values_list("run_id", "last"))
+    return {run_id: int(last) for run_id, last in rows}
 
 
 def _query_flag(query_string: bytes, name: str) -> bool:
@@ -71,11 +92,12 @@ def _run_access(user: Any, run_id: str) -> tuple[str, bool, list[str]]:
 def _backlog(run_id: str, whole_tree: bool, run_ids: list[str], cursors: dict[str, int],
              after_id: int) -> list[tuple[int, str, int, str]]:
     """The next chunk of stored events of the run and its descendants (in storage order)
-    past each run's cursor."""
+    after event ``after_id``, past each run's cursor (a few in the query; many are left to
+    the caller, which skips what it has)."""
     events = (RunEvent.objects.filter(run__root_id=run_id) if whole_tree
               else RunEvent.objects.filter(run_id__in=run_ids))
-    for cursor_run, cursor in cursors.items():
-        if cursor:
+    if len(cursors) <= CURSORS_IN_QUERY:
+        for cursor_run, cursor in cursors.items():
             events = events.exclude(Q(run_id=cursor_run, seq__lte=cursor))
     rows = events.filter(pk__gt=after_id).order_by("pk")[:BACKLOG_CHUNK]
     return [(row.pk, row.run_id, row.seq, feed.event_text(row.as_wire())) for row in rows]
@@ -133,7 +155,10 @@ class RunConsumer(_JsonFramesConsumer):
     are events ``{run_id, seq, type, ts, data}``; the others are control frames:
     ``{"type": "synced", "cursors": {run id: last seq}}`` once the backlog is sent,
     ``pong`` and ``error``. ``after.<run id>=M`` sets the cursor of a descendant;
-    ``batch=1`` lets a frame carry a JSON array of events (busy trees, many viewers).
+    ``since=<event id>`` says the client has every event of the tree stored up to that id
+    (a page of a big tree sends that rather than a cursor per run, which would not fit in
+    a URL); ``batch=1`` lets a frame carry a JSON array of events (busy trees, many
+    viewers).
 
     Live events come from the process's :class:`feed.RunFeed`, not from a channel of the
     consumer's own. While the backlog is sent, a gap is refilled from the log or a send
@@ -172,20 +197,24 @@ class RunConsumer(_JsonFramesConsumer):
     async def _catch_up(self, whole_tree: bool, tree: list[str]) -> None:
         """The backlog past the client's cursors, ``synced``, then the live messages held
         meanwhile."""
-        cursors, problems = _query_cursors(self.scope.get("query_string", b""), self.run_id)
-        for problem in problems:
+        query = self.scope.get("query_string", b"")
+        cursors, problems = _query_cursors(query, self.run_id)
+        since, since_problems = _query_since(query)
+        for problem in problems + since_problems:
             await self.send_error(problem)
         self.whole_tree, self.tree = whole_tree, tree
-        self.cursors = {run_id: cursors.get(run_id, 0) for run_id in tree}
-        self.batched = _query_flag(self.scope.get("query_string", b""), "batch")
-        await self._refill()
+        had = await _cursors_up_to(tree, since) if since else {}
+        self.cursors = {run_id: max(cursors.get(run_id, 0), had.get(run_id, 0)) for run_id in tree}
+        self.batched = _query_flag(query, "batch")
+        await self._refill(after_id=since)
         await self.send_json({"type": "synced", "run_id": self.run_id, "cursors": self.cursors})
         await self._send_held()
 
-    async def _refill(self) -> None:
-        """Every stored event past the cursors, in storage order."""
+    async def _refill(self, after_id: int = 0) -> None:
+        """Every stored event past the cursors (and after event ``after_id``), in storage
+        order."""
         given = {run_id: seq for run_id, seq in self.cursors.items() if seq}
-        last_id = 0
+        last_id = after_id
         while True:
             chunk = await _backlog(self.run_id, self.whole_tree, self.tree, given, last_id)
             fresh = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.urls import reverse
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
@@ -37,6 +37,7 @@ from skills.models import Skill
 
 TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest
 STREAM_CHAR_LIMIT = 20_000    # the tail of each run's streamed text a snapshot shows
+STREAM_RUNS = 12              # the runs whose output a page shows: it and the latest talkers
 OPEN_JSON_CHARS = 240         # tool arguments up to this long are shown unfolded
 TURN_BREAK = "\n\n"           # between the texts of two model turns of one run
 
@@ -287,12 +288,22 @@ def budget_meters(run: Run) -> list[dict[str, Any]]:
     return meters
 
 
-def streams(members: list[Run], current: Run) -> list[dict[str, Any]]:
-    """Each run's streamed model text: its `text` events joined, a blank line between
-    model turns (a `model_call` event closes a turn). ``last_seq`` is the last text seq
-    included and ``turn_ended`` whether a turn closed after it, so the live script
-    appends newer deltas the same way."""
-    ids = [member.pk for member in members]
+def talking_runs(members: list[Run], current: Run) -> tuple[list[str], int]:
+    """The runs whose output the page shows: the current one and the STREAM_RUNS - 1
+    subagents that wrote most recently; and how many more wrote something."""
+    rows = (RunEvent.objects.filter(run_id__in=[member.pk for member in members], type="text").order_by()
+            .values("run_id").annotate(last=Max("id")).order_by("-last").values_list("run_id", flat=True))
+    talking = list(rows)
+    others = [run_id for run_id in talking if run_id != current.pk]
+    shown = ([current.pk] if current.pk in talking else []) + others[:STREAM_RUNS - 1]
+    return shown, len(others) - len(others[:STREAM_RUNS - 1])
+
+
+def streams(members: list[Run], current: Run, ids: list[str]) -> list[dict[str, Any]]:
+    """The streamed model text of the runs ``ids`` (in tree order): each run's `text`
+    events joined, a blank line between model turns (a `model_call` event closes a turn).
+    ``last_seq`` is the last text seq included and ``turn_ended`` whether a turn closed
+    after it, so the live script appends newer deltas the same way."""
     chunks: dict[str, list[str]] = {}
     last_seq: dict[str, int] = {}
     turn_ended: dict[str, bool] = {}
@@ -413,6 +424,9 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
     # over the websocket, where the page drops it by seq
     cursors = {member.pk: member.last_seq for member in members}
     member_ids = [member.pk for member in members]
+    # ...and the newest event id with them: the page's socket resumes from it (a cursor per
+    # run would not fit in its URL for a big tree)
+    event_since = RunEvent.objects.filter(run_id__in=member_ids).aggregate(newest=Max("id"))["newest"] or 0
     approval_ids = _approval_ids(member_ids)
     shown = shown or TimelineFilter()
     items, last, hidden = timeline(run, members=members, since=since, approval_ids=approval_ids,
@@ -428,11 +442,12 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
     return {
         "filters": filter_form(shown, members),
         "run": run, "state_tone": state_tone(run.state), "cursors": cursors,
-        "cursors_json": json.dumps(cursors), "timeline": items, "timeline_after": last,
+        "cursors_json": json.dumps(cursors), "event_since": event_since, "timeline": items, "timeline_after": last,
         "timeline_hidden": hidden, "meters": budget_meters(run),
-        "tree": tree, "subagent_count": len(members) - 1, "waterfall": waterfall(tree),
+        "tree": tree, "subagent_count": len(members) - 1,
+        "soft_percent": float(settings.HANDOFF_SOFT_BUDGET_THRESHOLD) * 100, "waterfall": waterfall(tree),
         "tree_patch": tree_changes(tree, changed_since(members, since)) if patch_tree else None,
-        "streams": streams(members, run) if with_streams else [], "streams_included": with_streams,
+        "streams_included": with_streams, **_streams_context(members, run, with_streams),
         "approvals": approvals, "pending_approvals": [a for a in approvals if a.is_pending],
         "result": result_view(run), "criteria": run.criteria_report if isinstance(run.criteria_report, dict) else None,
         "changes": changes(run), "findings": findings_view(run),
@@ -443,6 +458,13 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
         "ancestors": _ancestors(run), "skill": skill_view(run),
         "retries": list(run.retries.only("id", "attempt", "state").order_by("attempt", "created_at")),
     }
+
+
+def _streams_context(members: list[Run], run: Run, wanted: bool) -> dict[str, Any]:
+    if not wanted:
+        return {"streams": [], "streams_more": 0}
+    ids, more = talking_runs(members, run)
+    return {"streams": streams(members, run, ids), "streams_more": more}
 
 
 def _ancestors(run: Run) -> list[Run]:

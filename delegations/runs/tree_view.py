@@ -36,8 +36,7 @@ def _bar(axis: str, used: float, limit: float | None, shown: str, soft: float) -
     tone = "bad" if fraction >= 1 else "warn" if fraction >= soft else "ok"
     return {"axis": axis, "limit": limit, "label": AXIS_LABELS[axis],
             "text": f"{shown} / {budget_amount(axis, limit)}",
-            "percent": round(min(fraction, 1.0) * 100, 1), "tone": tone,
-            "soft_percent": round(soft * 100, 1)}
+            "percent": round(min(fraction, 1.0) * 100, 1), "tone": tone}
 
 
 def tree_nodes(run: Run, members: Iterable[Run], *,

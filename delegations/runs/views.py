@@ -233,7 +233,7 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     """The live view's refresh: every section re-rendered from the log, the timeline only
     past event ``since`` (unfiltered: the script filters it), of the tree only the nodes
     those events changed, the streamed text only when ``streams=1``, the whole tree when
-    ``tree=1``. With ``until``: only the timeline rows up to that event (a replay's
+    ``tree=1``, the waterfall unless ``wf`` names the one the page has. With ``until``: only the timeline rows up to that event (a replay's
     moment), the newest TIMELINE_LIMIT of them."""
     run = _get_run_for_user(request, run_id)
     since, until = _event_id(request, "since") or 0, _event_id(request, "until")
@@ -244,6 +244,7 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
                       {"run": run, "timeline": items, "timeline_after": last})
     context = _detail_context(request, run, since=since, with_streams=request.GET.get("streams") == "1",
                               patch_tree=request.GET.get("tree") != "1")
+    context["waterfall_shown"] = request.GET.get("wf", "")   # the page has it: not sent again
     return render(request, "delegations/run_detail.html#live", context)
 
 

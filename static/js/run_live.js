@@ -39,6 +39,11 @@
   var reloadLink = document.getElementById("reload-link");
 
   var REFRESH_DELAY_MS = 150;
+  // while events stream in, at most a refresh this often: each one re-renders the changed
+  // parts of the page, and a person reads no faster (bench_run_page.py: with 100 events/s
+  // the page's main thread stays under 30 % busy)
+  var MIN_REFRESH_GAP_MS = 1000;
+  var TIMELINE_ROWS = 500;   // the rows kept on the page, as the snapshot shows (the API has all)
   var MAX_BACKOFF_MS = 15000;
   var PING_EVERY_MS = 25000;
   var FINAL_CLOSE = { 4401: "Signed out: reload the page to sign in again.",
@@ -48,14 +53,19 @@
   var LATE_WINDOW = 50;      // event ids re-read on each refresh (see refresh())
   var cursors = {};          // run id -> last seq received (or rendered in the snapshot)
   try { cursors = JSON.parse(page.dataset.cursors || "{}"); } catch (error) { cursors = {}; }
+  var snapshotCursors = Object.assign({}, cursors);
+  var MAX_URL_CHARS = 6000;  // servers refuse a websocket handshake line much over 8 KB
   var pendingText = {};      // run id -> [{seq, delta, newTurn}] the page may not show yet
   var turnEnded = {};        // run id -> a model call closed its last turn (next text: new paragraph)
+  var streamsArrived = false;   // the last refresh brought the output areas
+  var noArea = {};           // run id -> the page shows no output of it (only the latest talkers')
   var socket = null;
   var attempts = 0;
   var pingTimer = null;
   var refreshTimer = null;
   var refreshing = false;
   var refreshAgain = false;
+  var lastRefreshAt = 0;
   var wantStreams = false;
   var streamsInFlight = false;
   var wantWholeTree = false;   // a patch could not be placed: ask for the whole tree once
@@ -71,11 +81,20 @@
 
   // -- the socket -------------------------------------------------------------------
 
+  // the page has every event up to the snapshot's newest id (less a few: see LATE_WINDOW)
+  // and, per run, up to its cursor; the URL names only the cursors that moved since the
+  // snapshot, as many as fit (the server sends again what the rest lack; seqs drop repeats)
   function socketUrl() {
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
     var params = ["batch=1", "after=" + (cursors[runId] || 0)];
+    var since = parseInt(page.dataset.since || "0", 10) - LATE_WINDOW;
+    if (since > 0) params.push("since=" + since);
+    var length = wsPath.length + 40;
     Object.keys(cursors).forEach(function (id) {
-      if (id !== runId) params.push("after." + encodeURIComponent(id) + "=" + cursors[id]);
+      if (id === runId || cursors[id] <= (snapshotCursors[id] || 0)) return;
+      var param = "after." + encodeURIComponent(id) + "=" + cursors[id];
+      length += param.length + 1;
+      if (length < MAX_URL_CHARS) params.push(param);
     });
     return scheme + location.host + wsPath + "?" + params.join("&");
   }
@@ -148,10 +167,10 @@
     var newTurn = id in turnEnded ? turnEnded[id] : !!block && block.dataset.turnEnded === "1";
     turnEnded[id] = false;
     (pendingText[id] = pendingText[id] || []).push({ seq: seq, delta: delta, newTurn: newTurn });
-    if (!applyText(id)) {
-      wantStreams = true;    // a run without an output area yet: ask the server for it
-      scheduleRefresh();
-    }
+    if (applyText(id)) return;
+    if (noArea[id]) { pendingText[id] = []; return; }
+    wantStreams = true;      // a run without an output area yet: ask the server for it
+    scheduleRefresh();
   }
 
   function applyText(id) {
@@ -179,13 +198,15 @@
 
   function scheduleRefresh() {
     if (refreshTimer || replaying) return;
-    refreshTimer = setTimeout(refresh, REFRESH_DELAY_MS);
+    var wait = Math.max(REFRESH_DELAY_MS, lastRefreshAt + MIN_REFRESH_GAP_MS - Date.now());
+    refreshTimer = setTimeout(refresh, wait);
   }
 
   function refresh() {
     refreshTimer = null;
     if (refreshing) { refreshAgain = true; return; }
     refreshing = true;
+    lastRefreshAt = Date.now();
     streamsInFlight = wantStreams;
     wantStreams = false;
     var timeline = document.getElementById("run-timeline");
@@ -194,6 +215,8 @@
     var since = Math.max(0, parseInt(timeline.dataset.after || "0", 10) - LATE_WINDOW);
     var url = liveUrl + "?since=" + since +
               (streamsInFlight ? "&streams=1" : "") + (wantWholeTree ? "&tree=1" : "");
+    var waterfall = document.getElementById("run-waterfall");
+    if (waterfall) url += "&wf=" + encodeURIComponent(waterfall.dataset.liveKey || "");
     wantWholeTree = false;
     fetch(url, { credentials: "same-origin", headers: { "HX-Request": "true" } })
       .then(function (response) {
@@ -207,9 +230,13 @@
         if (socket) refreshAgain = true;
       })
       .then(function () {
+        var hadStreams = streamsArrived;
+        streamsArrived = false;
         refreshing = false;
         streamsInFlight = false;
-        Object.keys(pendingText).forEach(applyText);
+        Object.keys(pendingText).forEach(function (id) {
+          if (!applyText(id) && hadStreams) { noArea[id] = true; pendingText[id] = []; }
+        });
         if (refreshAgain) {
           refreshAgain = false;
           setTimeout(scheduleRefresh, 500);
@@ -220,14 +247,16 @@
   function applyRefresh(html) {
     if (replaying) return;
     var fresh = new DOMParser().parseFromString(html, "text/html");
+    streamsArrived = !!fresh.getElementById("run-streams");
     fresh.querySelectorAll("[data-live-section]").forEach(function (section) {
       var current = document.getElementById(section.id);
       if (!current) return;
+      // sections holding a form (the controls, the approvals) change only when their key
+      // does, so a message being typed is not wiped by an unrelated event (and a big one,
+      // the waterfall, is not compared node by node)
+      if (section.dataset.liveKey !== undefined && section.dataset.liveKey === current.dataset.liveKey) return;
       keepTokens(current, section);
       if (current.isEqualNode(section)) return;
-      // sections holding a form (the controls, the approvals) change only when their key
-      // does, so a message being typed is not wiped by an unrelated event
-      if (section.dataset.liveKey !== undefined && section.dataset.liveKey === current.dataset.liveKey) return;
       var kept = keptState(current);
       var replacement = document.importNode(section, true);
       current.replaceWith(replacement);
@@ -254,6 +283,10 @@
     });
     list.dataset.after = String(Math.max(parseInt(list.dataset.after || "0", 10),
                                          parseInt(rows.dataset.after || "0", 10)));
+    while (list.children.length > TIMELINE_ROWS) {   // the oldest go (the API keeps them)
+      if (list.firstElementChild === currentRow) currentRow = null;
+      list.firstElementChild.remove();
+    }
     var empty = document.getElementById("timeline-empty");
     if (empty && list.children.length) empty.remove();
     if (added) {
@@ -264,9 +297,9 @@
 
   // -- the tree, node by node -----------------------------------------------------------
 
-  function ownParts(item) {   // what a node shows of itself: all but its children's list
+  function ownParts(item) {   // what a node shows of itself: not its children, not an open box
     return Array.prototype.filter.call(item.children, function (part) {
-      return !part.classList.contains("tree-children");
+      return !part.classList.contains("tree-children") && !part.classList.contains("node-box");
     });
   }
 
@@ -280,22 +313,55 @@
   }
 
   function patchNode(item, fresh) {
-    ["data-state", "data-running"].forEach(function (name) {
+    ["data-state", "data-running", "data-below"].forEach(function (name) {
       if (fresh.hasAttribute(name)) item.setAttribute(name, fresh.getAttribute(name));
       else item.removeAttribute(name);
     });
     var theirs = ownParts(fresh);
     if (sameParts(ownParts(item), theirs)) return;
-    var kept = keptState(item);
-    var children = item.querySelector(":scope > .tree-children");
+    var box = item.querySelector(":scope > .node-box");
+    var before = box || item.querySelector(":scope > .tree-children");
     ownParts(item).forEach(function (part) { part.remove(); });
     theirs.forEach(function (part) {
       var node = document.importNode(part, true);
       if (part.classList.contains("tree-planned")) item.appendChild(node);
-      else item.insertBefore(node, children);
+      else item.insertBefore(node, before);
     });
+    // a box left open on a run that has ended (nothing to cancel or message now) closes
+    if (box && !item.hasAttribute("data-running")) box.remove();
     syncToggle(item);
-    restoreState(item, kept);
+  }
+
+  // -- a node's cancel and message boxes: one copy of each on the page, opened on a node -----
+
+  function openBox(item, kind) {
+    var template = document.getElementById("node-" + kind + "-box");
+    if (!item || !template || item.dataset.running !== "1") return null;
+    var open = item.querySelector(":scope > .node-box");
+    if (open && open.dataset.box === kind) return open;
+    if (open) open.remove();
+    var box = template.content.firstElementChild.cloneNode(true);
+    var id = item.dataset.treeRun;
+    var link = item.querySelector(":scope > .tree-row > a[href]");
+    var name = link ? link.textContent : id.slice(0, 8);
+    var below = parseInt(item.dataset.below || "0", 10);
+    box.querySelectorAll("[data-slot=name]").forEach(function (slot) { slot.textContent = name; });
+    var belowSlot = box.querySelector("[data-slot=below]");
+    if (belowSlot) belowSlot.textContent = below ? " and the " + below + " subagent" + (below === 1 ? "" : "s") + " under it" : "";
+    var parentSlot = box.querySelector("[data-slot=parent]");
+    if (parentSlot && item.dataset.root === "1") parentSlot.remove();
+    var form = box.querySelector("form");
+    form.action = form.dataset.action.replace("RUN_ID", encodeURIComponent(id));
+    var area = box.querySelector("textarea");
+    if (area) {
+      area.id = "message-" + id;
+      box.querySelector("label").htmlFor = area.id;
+    }
+    var yes = box.querySelector("[data-confirm-cancel]");
+    if (yes) yes.textContent = "Yes, cancel " + name;
+    item.insertBefore(box, item.querySelector(":scope > .tree-children"));
+    (area || yes || box).focus();
+    return box;
   }
 
   function insertNode(fresh) {
@@ -368,41 +434,24 @@
     for (var i = 0; i < mine.length; i++) theirs[i].setAttribute("value", mine[i].value);
   }
 
-  // what a person was doing in a section (an open confirm step, a message being typed,
-  // the focused control) survives the section being replaced by a fresh render
+  // what a person was typing in a section, and the focused control, survive the section
+  // being replaced by a fresh render
   function keptState(section) {
-    var state = { open: [], values: {}, focus: null };
-    section.querySelectorAll("details[data-keep][open]").forEach(function (details) {
-      state.open.push(details.dataset.keep);
-    });
+    var state = { values: {}, focus: null };
     section.querySelectorAll("textarea[id]").forEach(function (area) {
       if (area.value) state.values[area.id] = area.value;
     });
     var active = document.activeElement;
-    if (active && section.contains(active)) {
-      var holder = active.closest("details[data-keep]");
-      state.focus = { keep: holder ? holder.dataset.keep : null, id: active.id || null,
-                      tag: active.tagName, confirm: active.hasAttribute("data-confirm-cancel") };
-    }
+    if (active && active.id && section.contains(active)) state.focus = active.id;
     return state;
   }
 
   function restoreState(section, state) {
-    state.open.forEach(function (keep) {
-      var details = section.querySelector('details[data-keep="' + keep + '"]');
-      if (details) details.open = true;
-    });
     Object.keys(state.values).forEach(function (id) {
       var area = document.getElementById(id);
       if (area && section.contains(area)) area.value = state.values[id];
     });
-    var focus = state.focus;
-    if (!focus) return;
-    var target = focus.id ? document.getElementById(focus.id) : null;
-    if (!target && focus.keep) {
-      var holder = section.querySelector('details[data-keep="' + focus.keep + '"]');
-      if (holder) target = focus.confirm ? holder.querySelector("[data-confirm-cancel]") : holder.querySelector("summary");
-    }
+    var target = state.focus ? document.getElementById(state.focus) : null;
     if (target && section.contains(target)) target.focus();
   }
 
@@ -610,15 +659,10 @@
 
   function cancelSelected() {
     var item = treeItem(filter.node || runId);
-    var details = item ? item.querySelector(":scope > .tree-actions > details.node-cancel") : null;
-    if (!details) {
+    if (!item || !openBox(item, "cancel")) {
       setStatusNote(item && item.dataset.running !== "1" ? "That run has ended: there is nothing to cancel."
                                                           : "You cannot cancel that run.");
-      return;
     }
-    details.open = true;
-    var yes = details.querySelector("[data-confirm-cancel]");
-    if (yes) yes.focus();
   }
 
   function setStatusNote(text) {
@@ -683,6 +727,16 @@
     });
     // the tree is replaced as it changes: listen on the page, not on its rows
     page.addEventListener("click", function (event) {
+      var action = event.target.closest("[data-node-action]");
+      if (action) { openBox(action.closest(".tree-node"), action.dataset.nodeAction); return; }
+      var close = event.target.closest("[data-box-close]");
+      if (close) {
+        var holder = close.closest(".tree-node");
+        close.closest(".node-box").remove();
+        var again = holder && holder.querySelector(":scope > .tree-actions button");
+        if (again) again.focus();
+        return;
+      }
       var toggle = event.target.closest(".tree-toggle");
       if (toggle) { var item = toggle.closest(".tree-node"); setFolded(item, !item.hasAttribute("data-collapsed")); return; }
       var all = event.target.closest("[data-tree-all]");

@@ -164,7 +164,9 @@
   function fill(meter, used, limit) {
     if (!meter || !(limit > 0) || used === undefined) return;
     var fraction = used / limit;
-    var soft = parseFloat((meter.querySelector(".meter-soft") || { style: {} }).style.left || "80") / 100;
+    var mark = meter.querySelector(".meter-soft");   // the budget's own marks, or the tree's one
+    var holder = meter.closest("[data-soft]");
+    var soft = parseFloat((mark && mark.style.left) || (holder && holder.dataset.soft) || "80") / 100;
     var percent = Math.min(fraction, 1) * 100;
     meter.querySelector(".meter-fill").style.width = percent.toFixed(1) + "%";
     meter.setAttribute("aria-valuenow", percent.toFixed(1));

@@ -64,9 +64,6 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--skip-browser", action="store_true", help="only the server time (part 1)")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one server render (cProfile) and print the top costs")
-    parser.add_argument("--ws-max-line", type=int, default=0,
-                        help="start the server with WEBSOCKETS_MAX_LINE_LENGTH=N (the websockets library's "
-                             "limit on the handshake's request line, 8192 by default)")
     parser.add_argument("--trace", action="store_true",
                         help="also trace Chromium's main thread during the live part and print where its time goes")
     return parser.parse_args()
@@ -329,7 +326,7 @@ def _wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
     raise RuntimeError(f"{what} did not come up in {seconds:.0f} s")
 
 
-def start_services(processes: Processes, ws_max_line: int = 0) -> str:
+def start_services(processes: Processes) -> str:
     import httpx
     import redis
 
@@ -343,8 +340,6 @@ def start_services(processes: Processes, ws_max_line: int = 0) -> str:
     env.update({"HANDOFF_DATA_DIR": DATA_DIR, "REDIS_URL": os.environ["REDIS_URL"], "HANDOFF_TASK_BACKEND": "db",
                 "DJANGO_SETTINGS_MODULE": "handoff_site.settings", "LOG_LEVEL": "WARNING"})
     env.pop("DATABASE_URL", None)
-    if ws_max_line:
-        env["WEBSOCKETS_MAX_LINE_LENGTH"] = str(ws_max_line)
     # no embedded worker: nothing executes these runs (the running tree is fed by this process)
     processes.start("server", [sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"], env)
     url = f"http://127.0.0.1:{port}"
@@ -407,7 +402,10 @@ COUNT_SOCKET_JS = """() => {
 START_WINDOW_JS = """() => {
   window.__bench.longtasks = [];
   window.__bench.events_before = window.__bench.events;
-  window.__bench.rows_before = document.querySelectorAll("#run-timeline > li").length;
+  window.__bench.rows = 0;   // rows the live view appended (it keeps the newest 500 only)
+  new MutationObserver((changes) => changes.forEach((change) => {
+    window.__bench.rows += [...change.addedNodes].filter((node) => node.nodeType === 1).length;
+  })).observe(document.getElementById("run-timeline"), {childList: true});
   window.__bench.observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) window.__bench.longtasks.push(entry.duration);
   });
@@ -427,7 +425,7 @@ RECEIVED_JS = """() => {
   const refreshes = performance.getEntriesByType("resource").filter((e) => e.name.includes("/live/"));
   return {events: window.__bench.events - window.__bench.events_before,
           frames: window.__bench.frames,
-          rows: document.querySelectorAll("#run-timeline > li").length - window.__bench.rows_before,
+          rows: window.__bench.rows,
           refreshes: refreshes.length,
           refresh_ms: refreshes.map((e) => e.duration),
           refresh_server_ms: refreshes.map((e) => e.responseStart - e.requestStart),
@@ -522,16 +520,11 @@ def trace_breakdown(trace: bytes, top: int = 15) -> list[tuple[str, float]]:
 def live(page: Any, url: str, run_ids: list[str], rate: int, seconds: float,
          trace: Callable[[bool], Any] | None = None) -> dict[str, Any]:
     page.goto(url, wait_until="load")
-    socket_url = int(page.evaluate("() => (location.host + document.getElementById('run-page').dataset.wsPath"
-                                   " + '?batch=1&' + Object.entries(JSON.parse(document.getElementById('run-page')"
-                                   ".dataset.cursors || '{}')).map(([k, v]) => 'after.' + k + '=' + v).join('&'))"
-                                   ".length"))
     try:
         page.wait_for_selector("#live-status[data-status=live]", timeout=30_000)
     except Exception:
         status = page.evaluate("() => document.getElementById('live-status').textContent")
-        return {"error": f"the page never went live in 30 s (status: {status!r}); its socket URL is "
-                         f"~{socket_url:,} characters", "socket_url_chars": socket_url}
+        return {"error": f"the page never went live in 30 s (status: {status!r})"}
     page.wait_for_timeout(1500)   # the refresh after "synced" is done
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
@@ -577,7 +570,7 @@ def live(page: Any, url: str, run_ids: list[str], rate: int, seconds: float,
 
     refresh_ms = [float(value) for value in received["refresh_ms"]] or [0.0]
     refresh_server = [float(value) for value in received["refresh_server_ms"]] or [0.0]
-    return {"socket_url_chars": socket_url, "events_sent": done[0] if done else 0, "seconds": round(wall, 2), "idle_busy_percent": round(idle, 1),
+    return {"events_sent": done[0] if done else 0, "seconds": round(wall, 2), "idle_busy_percent": round(idle, 1),
             "events_received": int(received["events"]), "timeline_rows_added": int(received["rows"]),
             "socket_status": received["status"],
             "busy_percent": round(busy, 1), "busy_per_second_median": round(statistics.median(per_second), 1),
@@ -612,7 +605,7 @@ def browser_parts(owner: Any, finished: Run, running: Run, args: argparse.Namesp
 
     from tests.services import CHROMIUM, CHROMIUM_ARGS
 
-    url = start_services(processes, args.ws_max_line)
+    url = start_services(processes)
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

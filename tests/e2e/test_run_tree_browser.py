@@ -93,7 +93,7 @@ def test_a_person_filters_the_timeline_to_a_node_and_cancels_one_subtree(live_ur
         _key(page, "]")
     assert page.locator("#filter-node-id").input_value() == doomed_id
     _key(page, "c")
-    confirm = tree_node(page, "doomed").locator("> .tree-actions [data-confirm-cancel]")
+    confirm = tree_node(page, "doomed").locator("> .node-box [data-confirm-cancel]")
     assert confirm.is_visible()
     assert _state(page, "steady") == "WORKING"
     confirm.click()

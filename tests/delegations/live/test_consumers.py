@@ -13,8 +13,9 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from delegations.live import feed as live
+from delegations.live.consumers import CURSORS_IN_QUERY
 from delegations.live.routing import websocket_urlpatterns
-from delegations.models import Approval, Run
+from delegations.models import Approval, Run, RunEvent
 from delegations.models.runs import new_run_id
 from delegations.runs.eventlog import PendingEvent, persist_batch
 
@@ -95,6 +96,52 @@ async def test_watching_a_root_shows_its_descendants_events_too(composer: Any) -
     await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
     frame = json.loads(await communicator.receive_from(timeout=5))
     assert (frame["run_id"], frame["seq"], frame["data"]) == (child_id, 3, {"delta": "hi"})
+    await communicator.disconnect()
+
+
+def newest_event_id() -> int:
+    return int(RunEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0)
+
+
+async def test_since_resumes_a_big_tree_from_an_event_id_without_a_cursor_per_run(composer: Any) -> None:
+    # a page of a big tree cannot name every run's cursor in its URL: since=<event id> says
+    # it has everything up to there, and only later events come, each run's live ones in step
+    root = await database_sync_to_async(make_root)(composer)
+    children = [await database_sync_to_async(add_child)(root) for _ in range(CURSORS_IN_QUERY + 6)]
+    for child_id in children:
+        await database_sync_to_async(append)(child_id, 2)
+    since = await database_sync_to_async(newest_event_id)()
+    await database_sync_to_async(append)(children[3], 1)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?batch=1&since={since}")
+    backlog = await frames_until_synced(communicator)
+    assert [(f["run_id"], f["seq"]) for f in backlog] == [(children[3], 3)]
+    stored = await database_sync_to_async(persist_batch)([PendingEvent(children[7], "log", {"n": 9}, time.time())])
+    await live.publish(list(live.group_messages(stored.events, stored.lineage).items()))
+    frame = json.loads(await communicator.receive_from(timeout=5))
+    assert (frame["run_id"], frame["seq"]) == (children[7], 3)   # no refill of seqs 1-2: it had them
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()
+
+
+async def test_many_per_run_cursors_are_applied_as_the_backlog_is_read(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    children = [await database_sync_to_async(add_child)(root) for _ in range(CURSORS_IN_QUERY + 6)]
+    for child_id in children:
+        await database_sync_to_async(append)(child_id, 2)
+    query = "&".join(f"after.{child_id}=2" for child_id in children[1:])
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?after={len(children)}&{query}")
+    backlog = await frames_until_synced(communicator)
+    assert [(f["run_id"], f["seq"]) for f in backlog] == [(children[0], 1), (children[0], 2)]
+    await communicator.disconnect()
+
+
+async def test_a_bad_since_is_reported_and_the_whole_backlog_sent(composer: Any) -> None:
+    root = await database_sync_to_async(make_root)(composer)
+    await database_sync_to_async(append)(root.pk, 2)
+    communicator, _, _ = await connect(composer, f"/ws/runs/{root.pk}/?since=soon")
+    error = json.loads(await communicator.receive_from(timeout=5))
+    assert error["type"] == "error" and "'since' must be a whole number" in error["data"]["message"]
+    assert [f["seq"] for f in await frames_until_synced(communicator)] == [1, 2]
     await communicator.disconnect()
 
 

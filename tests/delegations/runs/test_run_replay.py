@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from delegations.models import Approval, Run, RunEvent
-from delegations.runs.snapshot import snapshot
+from delegations.runs.snapshot import STREAM_RUNS, snapshot
 from delegations.runs.tree_view import TREE_COLLAPSE_ABOVE, changed_since, tree_changes, waterfall
 from tests.delegations.runs.test_run_pages import make_run, walk
 from tests.delegations.runs.test_run_tree import (
@@ -173,3 +173,17 @@ def test_a_finished_run_offers_the_replay_and_a_running_one_does_not(composer_cl
     finished = composer_client.get(f"/runs/{runs['root'].pk}/").content.decode()
     assert 'id="replay-bar"' in finished and f'data-replay-url="/runs/{runs["root"].pk}/replay/"' in finished
     assert "run_replay.js" in finished
+
+
+def test_the_output_area_shows_the_run_and_the_subagents_that_wrote_last(composer_client, composer):
+    root = make_run(composer, state="PENDING", label="root")
+    walk(root, "ACCEPTED", "WORKING")
+    record(root, ("text", {"delta": "Splitting the work."}))
+    kids = [spawn(root, f"kid-{index}") for index in range(STREAM_RUNS + 2)]
+    for kid in kids:
+        record(kid, ("text", {"delta": f"Here is {kid.label}."}))
+    html = composer_client.get(f"/runs/{root.pk}/").content.decode()
+    shown = re.findall(r'data-stream-run="(\w+)"', html)
+    latest = [kid.pk for kid in kids[-(STREAM_RUNS - 1):]]
+    assert shown == [root.pk, *latest]   # the run first, then its latest talkers in tree order
+    assert "And 3 more subagents wrote output" in html

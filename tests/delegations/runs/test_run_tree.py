@@ -158,13 +158,16 @@ def test_an_executed_trees_roll_up_equals_what_the_runner_charged(immediate_task
 def test_every_running_node_offers_a_confirmed_subtree_cancel_and_a_message(composer_client, composer):
     runs = four_runs(composer)
     record(runs["b"], ("result", {"state": "COMPLETE", "result": {"status": "SUCCESS"}, "usage": {}}))
-    tree = section(detail(composer_client, runs["root"]), "run-tree")
-    for label in ("root", "a", "a1"):
-        assert f'action="/runs/{runs[label].pk}/cancel/"' in tree
-        assert f'action="/runs/{runs[label].pk}/messages/"' in tree
-    assert f'action="/runs/{runs["b"].pk}/cancel/"' not in tree   # it ended
-    assert 'Stop a and the 1 subagent under it? Its parent is told and goes on' in tree
-    assert "Yes, cancel a1" in tree
+    html = detail(composer_client, runs["root"])
+    tree = section(html, "run-tree")
+    with_controls = {run_id for run_id, chunk in re.findall(
+        r'data-tree-run="(\w+)"(.*?)(?=data-tree-run=|$)', tree, flags=re.S) if 'data-node-action="cancel"' in chunk}
+    assert with_controls == {runs[label].pk for label in ("root", "a", "a1")}   # b ended
+    assert f'data-tree-run="{runs["a"].pk}" data-below="1"' in tree
+    # one confirm box and one message box for the whole page, filled in for the node opened
+    assert html.count('<template id="node-cancel-box">') == 1 and html.count('<template id="node-message-box">') == 1
+    assert 'data-action="/runs/RUN_ID/cancel/"' in html and 'data-action="/runs/RUN_ID/messages/"' in html
+    assert "Its parent is told and goes on, and so do its siblings." in html
 
 
 def test_someone_who_may_not_act_gets_no_node_controls(client, approver, composer):
@@ -172,8 +175,9 @@ def test_someone_who_may_not_act_gets_no_node_controls(client, approver, compose
     Approval.objects.create(run=runs["root"], key=f"{runs['root'].pk}:capability:x", kind="capability",
                             title="Delete stale.txt")
     client.force_login(approver)
-    tree = section(detail(client, runs["root"]), "run-tree")
-    assert "/cancel/" not in tree and "/messages/" not in tree
+    html = detail(client, runs["root"])
+    assert "data-node-action" not in section(html, "run-tree")
+    assert "/cancel/" not in html and "node-cancel-box" not in html
 
 
 def test_a_message_to_a_node_from_the_root_page_returns_to_the_root_page(composer_client, composer):
