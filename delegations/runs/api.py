@@ -9,7 +9,6 @@ the API answers with its status (409 or 422) and message.
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
@@ -28,8 +27,7 @@ from delegations.protocol.results import parse_result
 from delegations.runs.export import (
     ExportError,
     check_size,
-    export_filename,
-    export_json,
+    export_download,
     import_limit,
     run_export,
     run_import,
@@ -419,5 +417,4 @@ def export_run(request: HttpRequest, run_id: str) -> FileResponse:
     as a download. Adapter configs keep only the model settings. Import it on another
     instance with ``POST /api/runs/import`` or the Import a run page."""
     run = _visible_run(request, run_id)
-    return FileResponse(io.BytesIO(export_json(run_export(run))), as_attachment=True,
-                        content_type="application/json", filename=export_filename(run.label, run.pk))
+    return export_download(run_export(run), label=run.label, run_id=run.pk)

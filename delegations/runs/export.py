@@ -14,12 +14,14 @@ are never stored with a run at all, see ``adapters/config_checks.py``).
 
 from __future__ import annotations
 
+import io
 import json
 from collections import deque
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.http import FileResponse
 from django.utils import timezone
 from django.utils.text import slugify
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -187,6 +189,12 @@ def export_json(document: dict[str, Any]) -> bytes:
 def export_filename(label: str, run_id: str) -> str:
     """``run-<label>.json`` (the label as a file name can hold it), else ``run-<id>.json``."""
     return f"run-{slugify(label)[:80] or run_id}.json"
+
+
+def export_download(document: dict[str, Any], *, label: str, run_id: str) -> FileResponse:
+    """An export as a JSON file to save (the API's, the run page's, an imported run's)."""
+    return FileResponse(io.BytesIO(export_json(document)), as_attachment=True,
+                        content_type="application/json", filename=export_filename(label, run_id))
 
 
 # -- reading ------------------------------------------------------------------------------

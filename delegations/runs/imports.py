@@ -8,7 +8,6 @@ as for a run). The document format and its checks are :mod:`delegations.runs.exp
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -29,8 +28,7 @@ from delegations.runs.export import (
     ExportError,
     RunExport,
     RunRecord,
-    export_filename,
-    export_json,
+    export_download,
     import_limit,
     run_import,
     stored_export,
@@ -183,6 +181,4 @@ def run_imported(request: HttpRequest, imported_id: int) -> HttpResponse:
 def run_imported_download(request: HttpRequest, imported_id: int) -> FileResponse:
     """The export as it was imported (after its checks), to pass on again."""
     imported = _get_imported_for_user(request, imported_id)
-    return FileResponse(io.BytesIO(export_json(imported.document)), as_attachment=True,
-                        content_type="application/json",
-                        filename=export_filename(imported.label, imported.source_run_id))
+    return export_download(imported.document, label=imported.label, run_id=imported.source_run_id)
