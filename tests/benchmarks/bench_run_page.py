@@ -42,6 +42,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -309,8 +310,6 @@ class Processes:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(timeout=5)
-        import shutil
-
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
