@@ -147,7 +147,7 @@
     if (!item) return;
     item.classList.toggle("replay-future", run.start === null);
     if (run.start === null) return;
-    badge(item.querySelector(":scope > .tree-row > .tree-state"), run.state);
+    badge(item.querySelector(":scope > .tree-row > .tree-state"), run.state || "PENDING");
     var facts = item.querySelector(":scope > .tree-facts");
     if (facts) {
       write(facts.querySelector('[data-figure="tokens"]'), pair(run.tokens, sum.tokens, run.size, tokens) + " tok");
@@ -221,13 +221,14 @@
   // -- timeline rows: the server's, fetched as the cursor reaches them ---------------------
 
   function cursorId() { return cursor >= 0 ? data.events[cursor][0] : 0; }
+  function idAt(index) { return index >= 0 ? data.events[Math.min(data.events.length - 1, index)][0] : 0; }
 
   function drawRows() {
     var id = cursorId();
-    var ahead = data.events[Math.min(data.events.length - 1, cursor + (playing ? AHEAD : 0))];
-    var want = Math.max(id, ahead ? ahead[0] : 0);
+    // rows are fetched AHEAD events at a time, a little before the cursor needs them
+    var need = idAt(cursor + (playing ? AHEAD / 2 : 0)), want = Math.max(id, idAt(cursor + AHEAD));
     if (id && id <= heldFrom) loadRows(0, want);               // back before the rows held
-    else if (want > loadedUntil) loadRows(loadedUntil, want);   // ahead of them
+    else if (need > loadedUntil) loadRows(loadedUntil, want);   // ahead of them
     var changed = false;
     Array.prototype.forEach.call(timeline.children, function (row) {
       var future = parseInt(row.dataset.event, 10) > id;
