@@ -259,7 +259,7 @@ def tree_node_edit(request: HttpRequest, delegation_id: int, node_id: int) -> Ht
         history.record({"kind": "edit", "what": what, "node": [saved.pk, saved.version],
                         "before": before, "after": after})
     history.keep()
-    return _done(request, root, f"Saved {saved.name} (version {saved.version}).", selected=node_id)
+    return _done(request, root, f"Saved “{saved.name}” (version {saved.version}).", selected=node_id)
 
 
 @require_POST

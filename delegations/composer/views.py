@@ -266,7 +266,7 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
         messages.info(request, f"Its planned children are nodes of its tree now ({planted} added or changed); "
                                "open the tree to see and edit them.")
     if not run:
-        messages.success(request, f"Saved {delegation.name} (version {delegation.version}).")
+        messages.success(request, f"Saved “{delegation.name}” (version {delegation.version}).")
         return redirect(_edit_url(delegation))
     try:
         started = delegation_start_run(delegation=delegation, user=request.user,
@@ -275,7 +275,7 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
     except (ProtocolError, DelegationError) as error:
         messages.error(request, f"Saved as version {delegation.version}, but not started: {error.message}")
         return redirect(_edit_url(delegation))
-    messages.success(request, f"Saved {delegation.name} (version {delegation.version}) and started it. "
+    messages.success(request, f"Saved “{delegation.name}” (version {delegation.version}) and started it. "
                               "This page follows the run live.")
     return redirect("delegations:run_detail", run_id=started.pk)
 

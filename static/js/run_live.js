@@ -265,6 +265,7 @@
     });
     var patch = fresh.querySelector("[data-live-tree]");
     if (patch) patchTree(patch);
+    page.dispatchEvent(new CustomEvent("run:refreshed"));   // (run_replay.js: has the run ended?)
     var rows = fresh.querySelector("[data-live-append]");
     if (!rows) return;
     var list = document.getElementById(rows.dataset.liveAppend);
@@ -381,9 +382,11 @@
   }
 
   function patchTree(patch) {
-    var count = patch.querySelector("#tree-count");
-    var mine = document.getElementById("tree-count");
-    if (count && mine && mine.textContent !== count.textContent) mine.textContent = count.textContent;
+    // the tree's own words (its count, its empty note) come with the patch, by id
+    patch.querySelectorAll(":scope > [id]").forEach(function (fresh) {
+      var mine = document.getElementById(fresh.id);
+      if (mine && !mine.isEqualNode(fresh)) mine.replaceWith(document.importNode(fresh, true));
+    });
     var placed = true;
     Array.prototype.forEach.call(patch.querySelectorAll(":scope > li[data-tree-run]"), function (fresh) {
       var item = treeItem(fresh.dataset.treeRun);

@@ -1,6 +1,6 @@
 /* Replay of a finished run, on its own page, from its stored events (/runs/<id>/replay/).
  *
- * "Replay" (or a link with ?at=N) turns the page back to the start, or to the N-th event
+ * "Replay" (offered once the run has ended; or a link with ?at=N) turns the page back to the start, or to the N-th event
  * of the tree, and plays it forward at 0.5x–10x: the tree (each run's state, its own and
  * its subtree's tokens, cost, time and tool calls, its budget bars; runs not started yet
  * are hidden), the budget meters, the streamed text, the waterfall's cursor and the
@@ -371,7 +371,15 @@
     actions[event.key]();
   });
 
-  startButton.hidden = false;
+  // offered once the run has ended: on a page opened on a finished run, or when the live
+  // view shows it ending
+  function offer() {
+    var state = document.querySelector("#run-head [data-state]");
+    var ended = !!state && !!TERMINAL[state.dataset.state];
+    if (!data) startButton.hidden = !ended;
+    return ended;
+  }
+  page.addEventListener("run:refreshed", offer);
   var at = parseInt(new URLSearchParams(location.search).get("at") || "", 10);
-  if (at > 0) start(at);
+  if (offer() && at > 0) start(at);
 })();

@@ -62,6 +62,7 @@ def test_a_forty_run_tree_folds_filters_and_replays_at_10x(live_url, page, compo
     assert page.locator("#run-tree [data-tree-run]").count() == 1 + len(AREAS) * (KIDS + 1)
     assert page.evaluate(f"window.__root === document.querySelector('[data-tree-run=\"{root_id}\"]')")
     assert page.evaluate("window.__root.isConnected")
+    page.wait_for_selector("#replay-start:not([hidden])")   # offered as soon as the run ends
 
     # reloaded: each area starts folded; its toggle unfolds and folds it
     page.goto(f"{live_url}/runs/{root_id}/")

@@ -350,7 +350,7 @@ def test_saving_creates_a_delegation_and_opens_it(composer_client, composer):
     assert response.status_code == 302 and response["Location"] == f"/delegations/{delegation.pk}/"
     assert delegation.owner == composer and delegation.packet["goal"] == "Refactor the login handler"
     text = page(composer_client.get(response["Location"]))
-    assert "Saved Login refactor (version 1)." in text
+    assert "Saved “Login refactor” (version 1)." in text
     assert 'name="base_version" value="1"' in text and "Refactor the login handler</textarea>" in text
 
 

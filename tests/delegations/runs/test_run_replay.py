@@ -19,7 +19,6 @@ from delegations.runs.tree_view import TREE_COLLAPSE_ABOVE, changed_since, tree_
 from tests.delegations.runs.test_run_pages import make_run, walk
 from tests.delegations.runs.test_run_tree import (
     four_runs,
-    model_call,
     nodes_by_label,
     record,
     spawn,
@@ -163,16 +162,15 @@ def test_a_moment_of_the_replay_fetches_the_rows_up_to_it(composer_client, compo
     assert re.findall(r'data-event="(\d+)"', later) == []
 
 
-def test_a_finished_run_offers_the_replay_and_a_running_one_does_not(composer_client, composer):
+def test_the_replay_is_offered_by_the_script_once_the_run_has_ended(composer_client, composer):
+    # the bar and its script are on every run page, hidden: the script shows "Replay" when
+    # the header's state is a final one (at load, or when the live view shows the end)
     runs = four_runs(composer)
     running = composer_client.get(f"/runs/{runs['root'].pk}/").content.decode()
-    assert 'id="replay-bar"' not in running and "run_replay.js" not in running
-    record(runs["b"], model_call(1, 1, 0.0))
-    for label in ("a1", "a", "b", "root"):
-        walk(runs[label], "COMPLETE")
-    finished = composer_client.get(f"/runs/{runs['root'].pk}/").content.decode()
-    assert 'id="replay-bar"' in finished and f'data-replay-url="/runs/{runs["root"].pk}/replay/"' in finished
-    assert "run_replay.js" in finished
+    assert 'id="replay-bar"' in running and "run_replay.js" in running
+    assert re.search(r'id="replay-start" hidden', running)
+    assert f'data-replay-url="/runs/{runs["root"].pk}/replay/"' in running
+    assert 'data-state="WORKING"' in running.split('id="run-head"', 1)[1].split("</h1>", 1)[0]
 
 
 def test_the_output_area_shows_the_run_and_the_subagents_that_wrote_last(composer_client, composer):
