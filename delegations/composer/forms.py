@@ -58,6 +58,7 @@ from .schema_fields import (
 )
 
 STANDARD_CHECKLIST_ITEMS: list[str] = [item for item, _ in STANDARD_CHECKLIST]
+NAME_FROM_GOAL_CHARS = 80   # an unnamed delegation is named by its goal's first words
 
 
 class CapabilitiesField(forms.MultipleChoiceField):
@@ -527,7 +528,12 @@ class ComposerForm(forms.Form):
         """The name typed, or for a run of an unnamed delegation the goal's first line."""
         name = str(self.cleaned_data.get("name") or "").strip()
         goal = str(self.cleaned_data.get("goal") or "").strip().splitlines()
-        return name or (goal[0][:80] if goal else "")
+        if name or not goal:
+            return name
+        line = goal[0]
+        if len(line) > NAME_FROM_GOAL_CHARS:   # cut at a word, not inside one
+            line = line[:NAME_FROM_GOAL_CHARS].rsplit(" ", 1)[0].rstrip(",;:.-– ") + "…"
+        return line
 
 
 _ANCHOR_ALIASES = {

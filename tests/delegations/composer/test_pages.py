@@ -472,3 +472,16 @@ def test_a_childs_composer_offers_only_its_parents_capabilities_and_refuses_more
     assert "file_write is beyond what Lead has (web_search)" in page(response)
     child.refresh_from_db()
     assert child.version == 1
+
+
+def test_an_unnamed_delegation_is_named_by_its_goals_first_words_cut_at_a_word(composer):
+    from delegations.composer.forms import ComposerForm
+
+    form = ComposerForm(data={})
+    form.cleaned_data = {"name": "", "goal": "Find the current price of the product in the input and "
+                                             "report it in US dollars; change nothing anywhere."}
+    assert form.delegation_name() == "Find the current price of the product in the input and report it in US dollars…"
+    form.cleaned_data = {"name": "", "goal": "Summarise the log\nin three lines"}
+    assert form.delegation_name() == "Summarise the log"
+    form.cleaned_data = {"name": "Weekly report", "goal": "Anything"}
+    assert form.delegation_name() == "Weekly report"
