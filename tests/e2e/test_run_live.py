@@ -168,8 +168,16 @@ def test_the_page_reconnects_by_itself_and_refills_what_it_missed(live_url, page
     packet = {**PACKET, "capabilities": ["fs_write"], "allow_nested": False, "label": "three-turns"}
     _start_run_in_the_form(page, live_url, packet, config)
     page.evaluate("window.__sameDocument = true")
+    # every status the badge takes, recorded as it changes (a reconnect can be over before a
+    # poll for it would look)
+    page.evaluate("""() => {
+      const badge = document.getElementById("live-status");
+      window.__statuses = [badge.dataset.status];
+      new MutationObserver(() => window.__statuses.push(badge.dataset.status))
+        .observe(badge, {attributes: true, attributeFilter: ["data-status"]});
+    }""")
 
-    page.wait_for_selector("#live-status[data-status=reconnecting]")
+    page.wait_for_function("(window.__statuses || []).includes('reconnecting')")
     page.wait_for_selector("#live-status[data-status=live]")
     page.wait_for_selector("#run-head [data-state=COMPLETE]")
     output = page.locator("#run-streams .stream-text")
