@@ -42,7 +42,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     roots = Run.objects.visible_to(request.user).roots()
     recent = list(roots.finished().select_related("owner").order_by("-finished_at", "-pk")[:RECENT_SHOWN])
     for run in recent:
-        run.result_summary = result_view(run)  # type: ignore[attr-defined]
+        run.result_summary = result_view(run.result)  # type: ignore[attr-defined]
     active = list(roots.active().select_related("owner").order_by("-created_at")[:ACTIVE_SHOWN])
     active_count = roots.active().count()
     context = {

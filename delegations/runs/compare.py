@@ -118,7 +118,7 @@ def _summary(run: Run, result: dict[str, Any] | None) -> str:
 
 
 def _side(run: Run, tool_calls: int) -> dict[str, Any]:
-    result = result_view(run)
+    result = result_view(run.result)
     usage = run_usage(run)
     report = run.criteria_report if isinstance(run.criteria_report, dict) else {}
     return {

@@ -39,8 +39,6 @@ from delegations.runs.forms import RunImportForm
 TIMELINE_PAGE_SIZE = 500      # timeline events per page of an imported run
 STREAM_CHAR_LIMIT = 20_000    # the tail of a run's streamed text the page shows
 RECENT_IMPORTS = 20           # earlier imports listed on the import page
-# the parts of a result the page lists (the whole result is shown as JSON too)
-LISTED_RESULT_PARTS = ("key_decisions", "open_questions", "warnings")
 
 
 def _get_imported_for_user(request: HttpRequest, imported_id: int) -> ImportedRun:
@@ -114,29 +112,6 @@ def _stream(export: RunExport, run_id: str) -> dict[str, Any]:
     return {"text": text[-STREAM_CHAR_LIMIT:] if trimmed else text, "trimmed": trimmed}
 
 
-def _as_list(value: Any) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    return [] if value in (None, "") else [value]
-
-
-def _result_view(result: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not isinstance(result, dict):
-        return None
-    payload = result.get("output_payload")
-    return {"status": str(result.get("status") or ""), "tone": display.status_tone(result.get("status")),
-            "summary_text": str(result.get("summary") or result.get("log_summary") or ""),
-            "payload_json": display.pretty_json(payload) if payload not in (None, {}, []) else "",
-            **{key: _as_list(result.get(key)) for key in LISTED_RESULT_PARTS}}
-
-
-def _criteria_view(report: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not isinstance(report, dict) or not isinstance(report.get("items"), list):
-        return None
-    return {"all_met": bool(report.get("all_met")),
-            "items": [item for item in report["items"] if isinstance(item, dict)]}
-
-
 def _budget(record: RunRecord) -> list[dict[str, str]]:
     """Used / limit on each axis the run had a limit on."""
     rows = []
@@ -167,8 +142,8 @@ def run_imported(request: HttpRequest, imported_id: int) -> HttpResponse:
             event.run_id for event in export.events if event.type != EventType.TEXT)),
         "subagent_count": len(export.runs) - 1, "event_count": len(export.events),
         "timeline": [_timeline_entry(event, names) for event in page.object_list], "page": page,
-        "stream": _stream(export, shown.id), "result": _result_view(shown.result),
-        "criteria": _criteria_view(shown.criteria_report), "budget": _budget(shown),
+        "stream": _stream(export, shown.id), "result": run_snapshot.result_view(shown.result),
+        "criteria": run_snapshot.criteria_view(shown.criteria_report), "budget": _budget(shown),
         "error": shown.error, "packet_json": display.pretty_json(shown.packet),
         "headline": failure_headline(shown.state, shown.error, shown.result, skill=shown.skill,
                                      findings=shown.findings),

@@ -376,18 +376,38 @@ def changes(run: Run) -> list[dict[str, Any]]:
     return files
 
 
-def result_view(run: Run) -> dict[str, Any] | None:
-    result = run.result if isinstance(run.result, dict) else None
-    if result is None:
+# the parts of a result the page lists; an imported record may hold something else there
+RESULT_LISTS = ("evidence", "files_modified", "files_deleted", "key_decisions", "open_questions",
+                "blockers", "needs_followup", "deliverables", "warnings")
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    return [] if value in (None, "") else [value]
+
+
+def result_view(result: Any) -> dict[str, Any] | None:
+    """A run's result (a ResponsePackage as stored) as the page shows it: its tone, the
+    summary, the payload as JSON, every listed part a list."""
+    if not isinstance(result, dict):
         return None
     payload = result.get("output_payload")
     handoff = result.get("handoff") if isinstance(result.get("handoff"), dict) else None
     return {
-        **result, "tone": status_tone(result.get("status")),
+        **result, **{key: _as_list(result.get(key)) for key in RESULT_LISTS},
+        "tone": status_tone(result.get("status")),
         "summary_text": result.get("summary") or result.get("log_summary") or "",
         "payload_json": pretty_json(payload) if payload not in (None, {}, []) else "",
         "handoff": handoff,
     }
+
+
+def criteria_view(report: Any) -> dict[str, Any] | None:
+    """A criteria report with its items (those that read as items)."""
+    if not isinstance(report, dict) or not isinstance(report.get("items"), list):
+        return None
+    return {**report, "items": [item for item in report["items"] if isinstance(item, dict)]}
 
 
 def findings_view(run: Run) -> list[dict[str, Any]]:
@@ -449,7 +469,7 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
         "tree_patch": tree_changes(tree, changed_since(members, since)) if patch_tree else None,
         "streams_included": with_streams, **_streams_context(members, run, with_streams),
         "approvals": approvals, "pending_approvals": [a for a in approvals if a.is_pending],
-        "result": result_view(run), "criteria": run.criteria_report if isinstance(run.criteria_report, dict) else None,
+        "result": result_view(run.result), "criteria": criteria_view(run.criteria_report),
         "changes": changes(run), "findings": findings_view(run),
         "error": run.error if isinstance(run.error, dict) else None,
         "headline": failure_headline(run.state, run.error, run.result, skill=run.skill,

@@ -19,6 +19,7 @@ from tests.scaleout.conftest import ScaleOutStack
 from tests.scaleout.runs import (
     NEW_FILE_EDIT,
     USAGE,
+    Viewer,
     assert_gapless,
     assert_viewer_saw_everything,
     events,
@@ -114,11 +115,17 @@ def test_a_stalled_worker_that_lost_its_lease_stops_and_writes_nothing_more(
     assert notes_of(live_stack, run_id) == "first line\n"
 
 
-def test_a_viewer_refills_from_its_last_seq_when_the_server_restarts(
-        api: httpx.Client, live_stack: ScaleOutStack, session_cookie: str) -> None:
+def _watched_tree(api: httpx.Client, live_stack: ScaleOutStack, session_cookie: str) -> tuple[str, Viewer]:
+    """A slow tree started and watched over the websocket until some live events came."""
     root_id = start_run(api, slow_tree(children=2, grandchildren=1, delay_ms=400, turns=4))
     viewer = watch(live_stack.url, root_id, session_cookie)
     wait_for(lambda: sum(len(s) for s in viewer.received.values()) > 10, 20, "some live events")
+    return root_id, viewer
+
+
+def test_a_viewer_refills_from_its_last_seq_when_the_server_restarts(
+        api: httpx.Client, live_stack: ScaleOutStack, session_cookie: str) -> None:
+    root_id, viewer = _watched_tree(api, live_stack, session_cookie)
     live_stack.restart_server()
     assert finished(root_id).state == "COMPLETE"
     assert_viewer_saw_everything(viewer, root_id)
@@ -127,9 +134,7 @@ def test_a_viewer_refills_from_its_last_seq_when_the_server_restarts(
 
 def test_runs_go_on_and_viewers_recover_when_redis_restarts(
         api: httpx.Client, live_stack: ScaleOutStack, session_cookie: str) -> None:
-    root_id = start_run(api, slow_tree(children=2, grandchildren=1, delay_ms=400, turns=4))
-    viewer = watch(live_stack.url, root_id, session_cookie)
-    wait_for(lambda: sum(len(s) for s in viewer.received.values()) > 10, 20, "some live events")
+    root_id, viewer = _watched_tree(api, live_stack, session_cookie)
     live_stack.restart_redis()
     assert finished(root_id).state == "COMPLETE"
     assert_gapless(root_id)

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
 from delegations.models import APIToken, Approval, Delegation, ImportedRun, Run
 from delegations.runs.export import run_export, run_import
+from tests.conftest import make_user
 from tests.delegations import scripts
 from tests.delegations.conftest import immediate_tasks, workspaces
 from tests.delegations.runs.test_run_pages import make_run
@@ -43,11 +44,7 @@ class World:
 
 
 def _user(username: str, *groups: str, **extra: Any) -> User:
-    # no password: force_login and API tokens are enough, and hashing one costs ~0.3 s
-    user = User.objects.create_user(username=username, password=None, **extra)
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    return user
+    return make_user(User, username, *groups, password=None, **extra)
 
 
 @pytest.fixture

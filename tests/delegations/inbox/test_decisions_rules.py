@@ -21,7 +21,7 @@ from delegations.live.routing import websocket_urlpatterns
 from delegations.models import Approval, Run
 from delegations.runs.maintenance import sweep_approvals
 from delegations.runs.workflows import RunError, run_cancel, run_create
-from tests.conftest import _make_user
+from tests.conftest import make_user
 from tests.delegations import scripts
 from tests.delegations.conftest import DATABASE
 
@@ -101,7 +101,7 @@ def test_a_decided_item_says_who_decided_it_and_when(composer, approver, immedia
 def _make_user_approver(name: str) -> Any:
     from django.contrib.auth import get_user_model
 
-    return _make_user(get_user_model(), name, "approvers")
+    return make_user(get_user_model(), name, "approvers")
 
 
 @pytest.mark.services   # on PostgreSQL too, where the row lock is real
