@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -132,18 +132,14 @@ def _test_database_url() -> str:
             f"{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}")
 
 
-@pytest.fixture(scope="session")
-def live_server_process(django_db_setup: Any, django_db_blocker: Any,
-                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`manage.py serve` in a subprocess against the test database: real uvicorn, real
-    websockets, real embedded worker. Tests using it need `transactional_db`."""
-    with django_db_blocker.unblock():
-        database_url = _test_database_url()
+def serve(database_url: str, log: IO[str], **settings: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`manage.py serve` (uvicorn with the embedded worker) in a subprocess on a free loopback
+    port against ``database_url``, ``settings`` (HANDOFF_LEASE_SECONDS="5", ...) set in its
+    environment: the process and its URL, once /api/health answers."""
     port = _free_port()
-    log = (tmp_path_factory.mktemp("live") / "server.log").open("w")
     env = {**os.environ, "DATABASE_URL": database_url, "HANDOFF_TASK_BACKEND": "db",
            "HANDOFF_EMBEDDED_WORKER": "1", "DJANGO_SETTINGS_MODULE": "handoff_site.settings",
-           "HANDOFF_DEFAULT_ADAPTER": os.environ.get("HANDOFF_DEFAULT_ADAPTER", "scripted")}
+           "HANDOFF_DEFAULT_ADAPTER": os.environ.get("HANDOFF_DEFAULT_ADAPTER", "scripted"), **settings}
     process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -151,19 +147,33 @@ def live_server_process(django_db_setup: Any, django_db_blocker: Any,
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
-                break
+                return process, url
         except httpx.HTTPError:
             time.sleep(0.2)
-    else:
-        process.kill()
-        raise RuntimeError(f"live server did not start; see {log.name}")
-    yield url
+    process.kill()
+    raise RuntimeError(f"live server did not start; see {log.name}")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         process.kill()
-    log.close()
+        process.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def live_server_process(django_db_setup: Any, django_db_blocker: Any,
+                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`manage.py serve` in a subprocess against the test database: real uvicorn, real
+    websockets, real embedded worker. Tests using it need `transactional_db`."""
+    with django_db_blocker.unblock():
+        database_url = _test_database_url()
+    with (tmp_path_factory.mktemp("live") / "server.log").open("w") as log:
+        process, url = serve(database_url, log)
+        yield url
+        stop_server(process)
 
 
 @pytest.fixture

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from delegations.models import RunCheckpoint
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.lifecycle import is_terminal
+from delegations.runs.rollups import subtree_usage
 from delegations.runs.sink import DjangoEventSink
 
 
@@ -28,5 +31,22 @@ class DjangoCheckpointStore:
         if run_id in self._latest:
             return self._latest[run_id]
         await self.sink.flush()
-        data = await self.sink.db.call(RunCheckpoint.data_of, run_id)
+        data = await self.sink.db.call(resumable_checkpoint, run_id)
         return Checkpoint.model_validate(data) if data else None
+
+
+def resumable_checkpoint(run_id: str) -> dict[str, Any] | None:
+    """The run's saved checkpoint, its usage counted from the event log.
+
+    A parent saves its checkpoint before its children start and next once they are done,
+    so after its worker died (or lost the tree to another) the usage it saved lacks what
+    its children spent meanwhile, and the tree's budget would stop counting it. The
+    subtree's ``model_call`` events hold every call, each stored with the checkpoint that
+    follows it, so a resumed tree counts exactly what a run without a crash would."""
+    data = RunCheckpoint.data_of(run_id)
+    if data is None:
+        return None
+    metered = subtree_usage(run_id, str(data.get("root_run_id") or run_id)).as_dict()
+    del metered["runtime_s"]  # the run's own clock, which the checkpoint keeps
+    data["usage"] = {**(data.get("usage") or {}), **metered}
+    return data

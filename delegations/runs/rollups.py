@@ -1,5 +1,10 @@
 """Roll-ups of a run tree: what each run used itself and what its whole subtree used,
-counted from the event log in one query for the tree (no query per run)."""
+counted from the event log in one query for the tree (no query per run).
+
+The event log is what happened: every model call is one ``model_call`` event, stored in
+the same transaction as the checkpoint that follows it. A run's own figures (the runner's
+usage, a run row's, a checkpoint's) are only what its process had counted when it last
+wrote them, which after a crash predates its descendants' work."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from django.db.models import Count, FloatField, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
-from delegations.models import RunEvent
+from delegations.models import Run, RunEvent
 from delegations.protocol.budgets import Usage
 
 
@@ -60,3 +65,21 @@ def own_figures(runtimes: dict[str, float]) -> dict[str, Figures]:
             own.input_tokens, own.output_tokens = int(row["tokens_in"] or 0), int(row["tokens_out"] or 0)
             own.cost_usd = float(row["cost"] or 0.0)
     return figures
+
+
+def subtree_usage(run_id: str, root_id: str) -> Figures:
+    """What the run and all its descendants used by their model calls (calls, tokens,
+    cost; no runtime: a run's time limit is its own wall clock), from the event log."""
+    parent_of: dict[str, str | None] = dict(
+        Run.objects.filter(root_id=root_id).values_list("pk", "parent_id"))
+    parent_of.setdefault(run_id, None)
+
+    def inside(member: str | None) -> bool:
+        while member is not None and member != run_id:
+            member = parent_of.get(member)
+        return member == run_id
+
+    total = Figures()
+    for figures in own_figures({member: 0.0 for member in parent_of if inside(member)}).values():
+        total.add(figures)
+    return total
