@@ -18,7 +18,10 @@ from django.utils.text import slugify
 
 from delegations.models import Delegation
 from delegations.protocol.budgets import Budget, narrow, parse_budget
+from delegations.protocol.budgets import left_after as budget_left_after
+from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lint import Severity
+from delegations.protocol.packet import parse_packet
 
 from .lint import LintReport, lint_report
 
@@ -171,6 +174,18 @@ class TreeNode:
                    for finding in self.report.findings if finding["severity"] != Severity.INFO]
         return listed
 
+    def run_refusal(self) -> str:
+        """Why this tree cannot run yet, in one sentence ("" when it can): the runner
+        rejects a tree with an error in any node."""
+        errors = [problem for node in self.walk() for problem in node.problems()
+                  if problem.severity == Severity.ERROR]
+        if not errors:
+            return ""
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more, under Problems in the tree)" if len(errors) > 1 else ""
+        return (f"Fix the tree's errors first: {first.node.delegation.name}, "
+                f"{first.field or 'its packet'}: {first.message}{more}")
+
     def left_for_a_new_child(self) -> dict[str, Figure]:
         return left_after(self.effective, [child.budget for child in self.children])
 
@@ -198,11 +213,10 @@ def roll_up(available: Budget, children: list[Budget]) -> list[RollUp]:
 
 def left_after(available: Budget, children: list[Budget]) -> dict[str, Figure]:
     """What ``available`` has left per shown axis once ``children`` take their figures
-    (never below zero; ``None`` where it is unlimited)."""
-    left: dict[str, Figure] = {}
-    for total in roll_up(available, children):
-        left[total.axis] = None if total.available is None else _tidy(max(total.available - total.promised, 0))
-    return left
+    (never below zero; ``None`` where it is unlimited): the protocol's rule, which lint
+    holds each child to, so the add form and the problems list give the same figure."""
+    left = budget_left_after(available, children)
+    return {axis: getattr(left, axis) for axis, _ in SHOWN_AXES}
 
 
 def _tidy(amount: int | float) -> int | float:
@@ -275,27 +289,49 @@ def children_by_parent(rows: list[Delegation]) -> dict[int | None, list[Delegati
     return by_parent
 
 
+def _asked_budget(row: Delegation) -> Budget:
+    try:
+        return parse_packet(row.packet_dict()).budget
+    except ProtocolError:   # lint says why; meanwhile it asks for nothing
+        return Budget.unlimited()
+
+
+def _as_parent(report: LintReport, left: Budget) -> dict[str, Any] | None:
+    """A node's packet as a run of the tree gives it to one of its children: with ``left``,
+    what that child's siblings leave of its budget, and planning children, which lets it
+    delegate (``HandoffPacket.may_delegate``); None when it does not parse."""
+    if report.packet is None:
+        return None
+    return {**report.packet, "budget": left.as_dict(include_unlimited=False), "allow_nested": True}
+
+
 def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
-    """Arrange ``rows`` (every delegation below ``root``) under ``root``, siblings by position."""
+    """Arrange ``rows`` (every delegation below ``root``) under ``root``, siblings by position,
+    each linted as the run of the tree will judge it."""
     by_parent = children_by_parent(rows)
     report = lint_report(root.packet_dict())
     limit, source = _depth_limit(report)
 
-    def node(row: Delegation, depth: int, report: LintReport, parent: TreeNode | None) -> TreeNode:
+    def node(row: Delegation, depth: int, report: LintReport, parent: TreeNode | None,
+             left: Budget | None) -> TreeNode:
         budget = _budget_of(report)
-        effective = budget if parent is None else narrow(budget, parent.effective)
+        effective = budget if left is None else narrow(budget, left)
         made = TreeNode(row, depth, report, budget, effective,
                         budget_bars(budget, None if parent is None else parent.effective),
                         child_refusal(depth, limit, source))
         below = by_parent.get(row.pk, [])
-        made.children = [node(child, depth + 1, lint_report(child.packet_dict(), parent=report.packet), made)
-                         for child in below]
+        asked = [_asked_budget(child) for child in below]
+        made.children = []
+        for index, row_below in enumerate(below):
+            child_left = budget_left_after(effective, asked[:index] + asked[index + 1:])
+            child_report = lint_report(row_below.packet_dict(), parent=_as_parent(report, child_left))
+            made.children.append(node(row_below, depth + 1, child_report, made, child_left))
         for index, child in enumerate(made.children):
             child.first, child.last = index == 0, index == len(made.children) - 1
         made.rollup = roll_up(effective, [child.budget for child in made.children]) if below else []
         return made
 
-    return node(root, 0, report, None)
+    return node(root, 0, report, None, None)
 
 
 def subtree_snapshot(node: TreeNode) -> dict[str, Any]:

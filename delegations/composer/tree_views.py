@@ -28,6 +28,7 @@ from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
 from delegations.runs.forms import PASTE_LIMIT
+from delegations.runs.workflows import RunError
 
 from .forms import AdapterForm, ComposerForm
 from .services import (
@@ -169,11 +170,11 @@ def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected
         "undo_what": last["what"] if last else "", "redo_what": history.redo[-1]["what"] if history.redo else "",
         "removed_name": last["subtree"]["name"] if last and last["kind"] == "remove" else "",
         "selected": selected or "",
-        "adapter_form": AdapterForm(), "how_it_runs": HOW_IT_RUNS,
+        "adapter_form": AdapterForm(), "how_it_runs": HOW_IT_RUNS, "run_refusal": tree.run_refusal(),
         "tree_json": json.dumps(composed_packet(root, [node.delegation for node in tree.walk()][1:]),
                                 indent=2, ensure_ascii=False),
         "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
-        "remove_id": None, **state,
+        "remove_id": None, "htmx_swap": bool(request.htmx), **state,  # type: ignore[attr-defined]
     }
     template = "delegations/tree.html#tree" if request.htmx else "delegations/tree.html"  # type: ignore[attr-defined]
     return render(request, template, context, status=status)
@@ -376,6 +377,10 @@ def tree_json(request: HttpRequest, delegation_id: int) -> HttpResponse:
 def tree_run(request: HttpRequest, delegation_id: int) -> HttpResponse:
     """Start the root, with its children planned (one run; see :data:`HOW_IT_RUNS`)."""
     root = _get_root_for_user(request, delegation_id)
+    refusal = load_tree(root).run_refusal()
+    if refusal:   # the runner would only reject it
+        messages.error(request, f"Not started. {refusal}")
+        return redirect(_tree_url(root))
     form = AdapterForm(request.POST)
     if not form.is_valid():
         problems = "; ".join(f"{name}: {' '.join(str(error) for error in errors)}" for name, errors in form.errors.items())
@@ -387,5 +392,8 @@ def tree_run(request: HttpRequest, delegation_id: int) -> HttpResponse:
     except (ProtocolError, DelegationError) as error:
         messages.error(request, f"Not started: {error.message}")
         return redirect(_tree_url(root))
+    except RunError as error:  # too many runs wait to start: said on the tree page, with 429
+        messages.error(request, error.message)
+        return error.with_headers(_page(request, root, status=error.status))
     messages.success(request, f"Started {root.name} with its tree. This page follows the run live.")
     return redirect("delegations:run_detail", run_id=run.pk)

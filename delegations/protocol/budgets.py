@@ -13,6 +13,7 @@ unchanged and the runner enforces them where it schedules children and loop turn
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -208,6 +209,31 @@ def narrow(requested: Budget, available: Budget) -> Budget:
             values[axis] = wanted
         else:
             values[axis] = wanted if wanted <= cap else cap
+    return _budget(values)
+
+
+# the axes a parent's children share out between them: model calls, tokens and money add
+# up across siblings; runtime does not (they run at once), nor do the per-run caps
+SHARED_AXES: tuple[str, ...] = ("max_model_calls", "max_tokens", "max_cost_usd")
+
+
+def left_after(available: Budget, taken: Iterable[Budget]) -> Budget:
+    """What ``available`` has left for one more child once its other children (``taken``)
+    have their figures on :data:`SHARED_AXES`: never below zero, unlimited stays unlimited,
+    and a child without a figure on an axis takes nothing there (it gets whatever is left).
+
+    The one rule for "what may this child ask for": the tree editor's add form offers it
+    and lint holds each planned child to it."""
+    taken = list(taken)
+    values = dict(available.__dict__)
+    for axis in SHARED_AXES:
+        cap = values[axis]
+        if cap is None:
+            continue
+        promised = sum(figure for child in taken if (figure := getattr(child, axis)) is not None)
+        left = max(cap - promised, 0)
+        # sums of costs pick up float noise (0.1 + 0.2); a millionth of a dollar is plenty
+        values[axis] = round(left, 6) if isinstance(left, float) else left
     return _budget(values)
 
 

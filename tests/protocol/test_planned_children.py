@@ -114,3 +114,66 @@ async def test_the_delegate_task_tool_names_the_planned_children(runner: Runner)
     [delegate] = [tool for tool in offered if tool["name"] == "delegate_task"]
     assert delegate["description"].endswith(
         "Planned subagents, started by naming their label: pricer (researcher): Read the price from the quote.")
+
+
+async def test_a_subagent_that_plans_children_delegates_to_them_without_allow_nested(
+        runner: Runner, sink: MemorySink) -> None:
+    checker = {"label": "checker", "goal": "Check the price", "instruction_set": "Check it.",
+               "input_data": {"price": 175.22}, "timeout_s": 10}
+    reader = {**PRICER, "planned_children": [checker]}
+    answer = {"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": {"price": 175.22}}}
+    adapter = ScriptedAdapter({"script": [
+        {"tool_calls": [{"name": "delegate_task", "arguments": {"label": "pricer"}}]}, {"tool_calls": [answer]}],
+        "children": {"pricer": {
+            "script": [{"tool_calls": [{"name": "delegate_task", "arguments": {"label": "checker"}}]},
+                       {"tool_calls": [answer]}],
+            "children": {"checker": {"script": [{"tool_calls": [answer]}]}}}}})
+    packet = root_packet(capabilities=["search"], planned_children=[reader])
+    outcome = await runner.start(parse_packet(packet), adapter=adapter)
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    spawned = [e.data["label"] for e in sink.events if e.type == "child"]
+    assert spawned == ["pricer", "checker"]
+    refused = [e.data for e in sink.events if e.type == "error" and e.data.get("code") == "ERR_CONSTRAINT_VIOLATION"]
+    assert refused == []
+
+
+def test_planned_children_share_their_parents_budget_as_the_tree_editor_counts_it() -> None:
+    from delegations.protocol.lint import lint_packet
+
+    first = {**PRICER, "budget": {"max_model_calls": 30}}
+    second = {**PRICER, "label": "second", "budget": {"max_model_calls": 25}}
+    findings = lint_packet(parse_packet(root_packet(capabilities=["search"], planned_children=[first, second])))
+    over = {f.field: f.message for f in findings if f.code == "BUDGET_EXCEEDS_PARENT"}
+    # 50 calls: the first leaves 20 for the second, the second 25 for the first
+    assert "at most 20 model calls" in over["planned_children[1].budget.max_model_calls"]
+    assert "at most 25 model calls" in over["planned_children[0].budget.max_model_calls"]
+
+
+def _readme_script() -> dict[str, Any]:
+    import json
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The scripted adapter", 1)[1]
+    match = re.search(r"```json\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "README's scripted adapter section has no JSON example"
+    script: dict[str, Any] = json.loads(match.group(1))
+    return script
+
+
+async def test_the_readmes_scripted_example_runs_a_tree_and_a_misspelt_key_names_its_path(
+        runner: Runner, sink: MemorySink) -> None:
+    script = _readme_script()
+    prices = {"label": "prices", "goal": "Read the price and currency from the quote",
+              "instruction_set": "Read them.", "timeout_s": 10}
+    outcome = await runner.start(parse_packet(root_packet(planned_children=[prices])),
+                                 adapter=ScriptedAdapter(script))
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    [child] = [e.data for e in sink.events if e.type == "child"]
+    assert child["planned"] is True and child["packet"]["input_data"] == {"quote": "Headphones, 279.99 USD"}
+    turn = script["children"]["prices"]["script"][0]
+    turn["tool_call"] = turn.pop("tool_calls")
+    with pytest.raises(ProtocolError) as refused:
+        ScriptedAdapter(script)
+    assert "config 'children.prices.script[0].tool_call' is not a known turn key" in refused.value.message

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..budgets import left_after, narrow
 from ..packet import HandoffPacket, parse_packet
 from .agloop_checks import (
     STANDARD_CHECKLIST,
@@ -106,11 +107,16 @@ def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
     check_unknown_fields(lint)
     check_iterations(lint)
     findings = lint.findings
-    for index, child in enumerate(packet.planned_children):
+    planned = packet.planned_children
+    available = narrow(packet.budget, parent_packet.budget) if parent_packet is not None else packet.budget
+    for index, child in enumerate(planned):
         # a planned child is judged as it will run: one level down, against this packet
+        # with what its siblings leave of the budget (the tree editor's figure)
         placed = child.model_copy(update={"depth": packet.depth + 1})
+        siblings = [sibling.budget for sibling in planned[:index] + planned[index + 1:]]
+        view = packet.model_copy(update={"budget": left_after(available, siblings)})
         findings += [finding._replace(field=f"planned_children[{index}].{finding.field}".rstrip("."))
-                     for finding in lint_packet(placed, packet, payload_limit_bytes=payload_limit_bytes,
+                     for finding in lint_packet(placed, view, payload_limit_bytes=payload_limit_bytes,
                                                 max_depth=max_depth, approval_required=approval_required)]
     if len(findings) > 1:
         findings.sort(key=finding_order)

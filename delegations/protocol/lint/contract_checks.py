@@ -67,7 +67,7 @@ def check_depth(lint: LintContext, server_max: int | None) -> None:
         lint.add("DEPTH_NOT_INCREMENTED", "depth", (
             f"depth is {packet.depth} but the parent is at depth {parent.depth}; set depth "
             f"to {parent.depth + 1} so the depth limit can stop runaway delegation."))
-    if parent.depth > 0 and not parent.allow_nested:
+    if parent.depth > 0 and not parent.allow_nested and not parent.planned_children:
         lint.add("NESTING_NOT_ALLOWED", "depth", (
             f"The parent is a subagent (depth {parent.depth}) whose packet does not set "
             f"allow_nested, so it cannot spawn children. Delegate from the parent's own "

@@ -329,6 +329,8 @@ class HandoffPacket(BaseModel):
 
         The root (depth 0) is the main agent and may; a subagent may only when its packet
         says ``allow_nested`` (as with OpenClaw sub-agents, which cannot spawn their own by
-        default). Either way the children would be at depth + 1, which must stay <= max_depth.
+        default) or plans children of its own. Either way the children would be at
+        depth + 1, which must stay <= max_depth.
         """
-        return (self.depth == 0 or self.allow_nested) and self.depth < self.max_depth
+        return ((self.depth == 0 or self.allow_nested or bool(self.planned_children))
+                and self.depth < self.max_depth)

@@ -38,9 +38,13 @@ _SCOPE_CODES = frozenset({"BUDGET_EXCEEDS_PARENT", "CAPABILITY_EXCEEDS_PARENT", 
 
 def merge_skill(packet: HandoffPacket, skill: SkillManifest) -> HandoffPacket:
     """The packet with the skill's instructions, output schema and capabilities as defaults,
-    and its ``skill`` pinned to the exact ``name@version`` that runs (the run's record then
-    says which version that was, even when the delegation named the skill alone)."""
+    the skill's success criteria added to its own (they always apply), and its ``skill``
+    pinned to the exact ``name@version`` that runs (the run's record then says which
+    version that was, even when the delegation named the skill alone)."""
     update: dict[str, Any] = {}
+    added = [c for c in getattr(skill, "success_criteria", None) or [] if c not in packet.success_criteria]
+    if added:
+        update["success_criteria"] = [*packet.success_criteria, *added]
     if packet.skill != skill.ref:
         update["skill"] = skill.ref
     instructions = getattr(skill, "instructions", None)
@@ -166,14 +170,16 @@ def settle_limits(scope: Scope, clock: Clock, *, depth: int, default_timeout_s: 
     timeout (``timeout_s``, else the budget's runtime, else the default) and whether it may
     delegate: below ``max_depth``, the root run, the coordinator, always may, unless it runs
     a skill (a specialist, like a child, delegates only with ``allow_nested``: offered
-    ``delegate_task`` it does not need, SmolLM2-135M handed price research to a "coder")."""
+    ``delegate_task`` it does not need, SmolLM2-135M handed price research to a "coder").
+    A run whose packet plans children may always delegate to them: the tree runs as drawn."""
     packet = scope.packet
     assert packet is not None
     limit = scope.budget.max_iterations
     scope.max_iterations = packet.max_iterations if limit is None else min(packet.max_iterations, limit)
     clock.timeout_s = packet.timeout_s or scope.budget.max_runtime_s or default_timeout_s
     coordinator = depth == 0 and not packet.skill
-    scope.can_delegate = (coordinator or packet.allow_nested) and depth < scope.max_depth
+    scope.can_delegate = ((coordinator or packet.allow_nested or bool(packet.planned_children))
+                          and depth < scope.max_depth)
 
 
 def grant(run: ActiveRun, settings: RunnerSettings) -> None:

@@ -537,3 +537,64 @@ def test_a_tree_pasted_into_the_composer_is_saved_as_nodes(composer_client: Any,
     saved = Delegation.objects.get(name="Migration")
     assert "planned_children" not in saved.packet_dict()
     assert [child.packet_dict()["goal"] for child in saved.children.all()] == ["Read the schema"]
+
+
+# -- running the tree as drawn ------------------------------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tree_rooted_in_a_skill_runs_every_planned_child_it_delegates_to(
+        client: Any, django_user_model: Any, immediate_tasks: None) -> None:
+    owner = django_user_model.objects.create_user(username="erin")
+    owner.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    client.force_login(owner)
+    scripts.add_caching_skill()
+    # a skill's run delegates only when nesting is allowed, and the reader is a subagent
+    # without allow_nested: both plan children, so both delegate to them
+    root = add(owner, "coordinator", skill="caching", budget={"max_model_calls": 20, "max_tokens": 100000})
+    reader = add(owner, "reader", root, budget={"max_model_calls": 8})
+    add(owner, "checker", reader, budget={"max_model_calls": 2})
+    assert not load_tree(root).run_refusal()
+    config = {"script": [scripts.delegate_turn("reader"), scripts.yield_turn()], "children": {
+        "reader": {"script": [scripts.delegate_turn("checker"), scripts.yield_turn()],
+                   "children": {"checker": scripts.leaf()}}}}
+    client.post(tree_url(root, "run/"), {"adapter": "scripted", "adapter_config": json.dumps(config)})
+    run = Run.objects.get(delegation=root, parent__isnull=True)
+    child = run.children.get()
+    grandchild = child.children.get()
+    assert (run.state, child.state, grandchild.state) == ("COMPLETE", "COMPLETE", "COMPLETE")
+    assert (child.label, grandchild.label) == ("reader", "checker")
+    assert not run.descendants.filter(events__type="error").exists()
+    assert not run.events.filter(type="error").exists()
+
+
+def test_a_child_may_take_the_same_budget_in_the_add_form_and_in_lint(
+        composer_client: Any, composer: Any, root: Delegation) -> None:
+    add(composer, "first", root, budget={"max_model_calls": 8})
+    assert load_tree(root).left_for_a_new_child()["max_model_calls"] == 12
+    form = composer_client.get(tree_url(root, f"?add={root.pk}")).content.decode()
+    assert "At most 12: what study has left after its other children." in form
+    add(composer, "second", root, budget={"max_model_calls": 20})
+    page = html.unescape(composer_client.get(tree_url(root)).content.decode())
+    assert "max_model_calls asks for 20 model calls but the parent allows at most 12" in page
+
+
+def test_run_is_disabled_with_the_reason_while_the_tree_has_errors(composer_client: Any, composer: Any) -> None:
+    root = add(composer, "coordinator", budget={"max_model_calls": 20})
+    add(composer, "greedy", root, budget={"max_model_calls": 50})
+    page = html.unescape(composer_client.get(tree_url(root)).content.decode())
+    assert 'type="submit" disabled aria-describedby="run-blocked">Run</button>' in page
+    assert ("Fix the tree's errors first: greedy, budget.max_model_calls: max_model_calls asks for 50 model "
+            "calls but the parent allows at most 20") in page
+    response = composer_client.post(tree_url(root, "run/"), {"adapter": "scripted", "adapter_config": "{}"},
+                                    follow=True)
+    assert "Not started. Fix the tree's errors first" in html.unescape(response.content.decode())
+    assert not Run.objects.filter(delegation=root).exists()
+
+
+def test_removing_the_last_node_in_error_enables_run_in_place(composer_client: Any, composer: Any) -> None:
+    root = add(composer, "coordinator", budget={"max_model_calls": 20})
+    greedy = add(composer, "greedy", root, budget={"max_model_calls": 50})
+    assert 'disabled aria-describedby="run-blocked"' in composer_client.get(tree_url(root)).content.decode()
+    panel = composer_client.post(node_url(root, greedy, "remove"), **HTMX).content.decode()
+    assert 'id="run-panel" aria-labelledby="run-heading" hx-swap-oob="true"' in panel
+    assert 'disabled aria-describedby="run-blocked"' not in panel
