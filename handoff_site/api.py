@@ -154,7 +154,8 @@ def protocol_error(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
 
 @api.exception_handler(RunError)
 def run_conflict(request: HttpRequest, exc: RunError) -> HttpResponse:
-    return api.create_response(request, {"detail": exc.message, **exc.details}, status=exc.status)
+    return exc.with_headers(api.create_response(request, {"detail": exc.message, **exc.details},
+                                                status=exc.status))
 
 
 @api.exception_handler(DelegationError)

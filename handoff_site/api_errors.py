@@ -91,7 +91,7 @@ ERROR_STATUSES = {
     "413": "Request body too large",
     "415": "Unsupported Content-Type",
     "422": "Invalid input",
-    "429": "Too many attempts; wait for Retry-After seconds",
+    "429": "Too many attempts, or too many runs waiting to start; wait for Retry-After seconds",
 }
 
 

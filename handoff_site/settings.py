@@ -173,6 +173,10 @@ HANDOFF_OPENAI_MODEL = env_str("HANDOFF_OPENAI_MODEL", "gpt-4o-mini")
 HANDOFF_ANTHROPIC_MODEL = env_str("HANDOFF_ANTHROPIC_MODEL", "claude-sonnet-4-5")
 HANDOFF_MAX_DEPTH = env_int("HANDOFF_MAX_DEPTH", 3, minimum=0)
 HANDOFF_LANE_SIZE = env_int("HANDOFF_LANE_SIZE", 8, minimum=1)
+# Backpressure: root runs waiting to start (PENDING), per owner and in all; a run past
+# either bound is refused with 429 and Retry-After instead of growing the backlog.
+HANDOFF_MAX_PENDING_RUNS_PER_OWNER = env_int("HANDOFF_MAX_PENDING_RUNS_PER_OWNER", 50, minimum=1)
+HANDOFF_MAX_PENDING_RUNS = env_int("HANDOFF_MAX_PENDING_RUNS", 500, minimum=1)
 HANDOFF_SOFT_BUDGET_THRESHOLD = env_float("HANDOFF_SOFT_BUDGET_THRESHOLD", 0.8, minimum=0.0, maximum=1.0)
 HANDOFF_PAYLOAD_LIMIT_BYTES = env_int("HANDOFF_PAYLOAD_LIMIT_BYTES", 65536, minimum=1024)
 HANDOFF_ARCHIVE_AFTER_MINUTES = env_int("HANDOFF_ARCHIVE_AFTER_MINUTES", 60, minimum=1)

@@ -29,7 +29,13 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "word_count": ("field", "min", "max"), "equals": ("path", "value"),
     "range": ("path", "min", "max", "min_exclusive", "max_exclusive"), "evidence": ("min",),
     "files_modified": ("paths",), "tests_pass": (),
+    # where the answer came from: checked against the input the run is given
+    "appears_in": ("path", "source", "when_path", "when_value"),
+    "quoted_from": ("path", "source", "when_path", "when_value"),
+    "one_of_input": ("path", "source", "when_path", "when_value"),
+    "words_absent": ("words_of", "source", "when_path", "when_value"),
 }
+_WHEN = ("when_path", "when_value")
 _FLAGS = ("ignore_case", "min_exclusive", "max_exclusive")
 
 
@@ -49,6 +55,14 @@ class CriterionForm(forms.Form):
     paths = LinesField(required=False, label="Files", help_text="One path per line.")
     schema = JSONValueField(required=False, label="Schema (JSON)", expect=dict,
                             help_text="Empty: the expected output schema.")
+    source = forms.CharField(required=False, label="Input field",
+                             help_text="The input it is checked against, e.g. quote_text.")
+    words_of = forms.CharField(required=False, label="Question (input field)",
+                               help_text="The input whose key words must not all be in the input field.")
+    when_path = forms.CharField(required=False, label="Only when field",
+                                help_text="Check only results whose field has the value below, e.g. found.")
+    when_value = JSONValueField(required=False, label="…has the value (JSON)", widget=forms.TextInput,
+                                help_text="e.g. true")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -74,9 +88,11 @@ def criterion_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
     criterion: dict[str, Any] = {"kind": kind}
     for param in KIND_PARAMS.get(kind, ()):
         value = row.get("path") if param == "field" else row.get(param)
-        if value in (None, "", []) or (param in _FLAGS and not value):
+        if param in _WHEN or value in (None, "", []) or (param in _FLAGS and not value):
             continue
         criterion[param] = value
+    if "when_path" in KIND_PARAMS.get(kind, ()) and row.get("when_path"):
+        criterion["when"] = {"path": row["when_path"], "value": row.get("when_value")}
     return criterion
 
 
@@ -84,6 +100,9 @@ def row_from_criterion(criterion: dict[str, Any]) -> dict[str, Any]:
     row = {key: value for key, value in criterion.items() if key in CriterionForm.base_fields}
     if "field" in criterion:
         row["path"] = criterion["field"]
+    when = criterion.get("when")
+    if isinstance(when, dict):
+        row.update(when_path=when.get("path"), when_value=when.get("value"))
     return row
 
 

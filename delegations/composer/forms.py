@@ -26,6 +26,8 @@ from django.core.exceptions import ValidationError
 from django.forms import BoundField
 
 from delegations.protocol.capabilities import CAPABILITY_INFO
+from delegations.protocol.criteria import parse_criterion
+from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lint import STANDARD_CHECKLIST
 from delegations.protocol.packet import (
     AGLOOP_ROLES,
@@ -347,23 +349,23 @@ def initial_from_packet(packet: dict[str, Any]) -> dict[str, Any]:
 
 
 def new_initial(skill: Skill | None = None, role: str | None = None) -> dict[str, Any]:
-    """Where a new delegation starts: the skill's role, schemas and capabilities (or the
-    role picked), the standard checklist, a timeout and a budget. The goal stays empty:
-    only the person knows it."""
+    """Where a new delegation starts: a timeout and a budget, and the skill's role, output
+    schema and capabilities (or the role picked; an agloop role also gets the standard
+    checklist). The goal and the input stay empty, and nothing else is filled in: what the
+    model is told is what the skill says and what the person writes (a pre-filled coding
+    checklist or allowed_inputs list changed a price lookup's answer)."""
     initial: dict[str, Any] = {
-        "subagent_type": role or "", "anti_laziness_checklist": STANDARD_CHECKLIST_ITEMS,
-        "timeout_s": 300, "budget__max_model_calls": 20, "budget__max_tokens": 50_000,
+        "subagent_type": role or "", "timeout_s": 300,
+        "budget__max_model_calls": 20, "budget__max_tokens": 50_000,
     }
     if skill is not None:
-        examples = (skill.manifest or {}).get("examples") or []
         initial.update({
             "skill": skill.ref, "subagent_type": skill.subagent_type or role or "",
-            INPUT_FIELD: dict(examples[0]["input"]) if examples else {},
-            "allowed_inputs": sorted((skill.input_schema or {}).get("properties") or {}),
             "expected_output_schema": skill.output_schema or None,
-            CRITERIA_TEXT: ["JSON is schema-valid"] if skill.output_schema else [],
             "capabilities": list(skill.capabilities or []),
         })
+    elif role in AGLOOP_ROLES:
+        initial["anti_laziness_checklist"] = STANDARD_CHECKLIST_ITEMS
     return initial
 
 
@@ -376,6 +378,17 @@ class Section:
     description: str
     fields: list[BoundField]
     roles: tuple[str, ...]   # shown only for these roles (all when empty)
+    advanced: bool = False   # folded under "Advanced"
+
+
+# What a delegation started from a skill is not shown up front: the skill sets it, or it
+# belongs to agloop delegations. It stays folded under "Advanced", and empty unless the
+# person fills it. Without a skill, the agloop sections are folded unless the role is one.
+_SKILL_ADVANCED_SECTIONS = frozenset({"base", *AGLOOP_ROLES, "context", "rules", "nesting"})
+_SKILL_ADVANCED_FIELDS = frozenset({"instruction_set", "subagent_type", "allowed_inputs",
+                                    "termination_trigger", "max_iterations", "budget__max_concurrency",
+                                    "budget__max_runtime_s", "budget__max_cost_usd"})
+_AGLOOP_SECTIONS = frozenset({"base", *AGLOOP_ROLES, "rules"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,13 +500,41 @@ class ComposerForm(forms.Form):
         return str(self["subagent_type"].value() or "")
 
     def sections(self) -> list[Section]:
+        """The sections shown up front, in order."""
+        return self._sections(advanced=False)
+
+    def advanced_sections(self) -> list[Section]:
+        """What this delegation does not need shown (see ``_folded``), for the template to fold."""
+        return self._sections(advanced=True)
+
+    def advanced_open(self) -> bool:
+        """Whether the folded part holds something: an error, or a value other than where a new
+        delegation starts (the role a skill names is the skill's, not the person's)."""
+        start = new_initial(self.skill) if self.skill is not None else {}
+        return any(field.errors or (_filled(field) and str(field.value()) != str(start.get(field.name)))
+                   for section in self.advanced_sections() for field in section.fields)
+
+    def _sections(self, *, advanced: bool) -> list[Section]:
         by_section: dict[str, list[BoundField]] = {}
         for spec in PACKET_FIELDS:
-            if not isinstance(self.fields[spec.name].widget, forms.HiddenInput) and spec.name != "capabilities":
+            if (not isinstance(self.fields[spec.name].widget, forms.HiddenInput) and spec.name != "capabilities"
+                    and self._folded(spec) == advanced):
                 by_section.setdefault(spec.section, []).append(self[spec.name])
-        return [Section(key, title, description, by_section.get(key, []),
-                        (key,) if key in AGLOOP_ROLES else AGLOOP_ROLES if key == "base" else ())
-                for key, title, description in SECTIONS]
+        always = () if advanced else ("task", "input", "expectations", "scope")
+        return [Section(key, title, description, by_section.get(key, []), _roles(key), advanced)
+                for key, title, description in SECTIONS if by_section.get(key) or key in always]
+
+    def _folded(self, spec: PacketField) -> bool:
+        if self.skill is not None:
+            return spec.section in _SKILL_ADVANCED_SECTIONS or spec.name in _SKILL_ADVANCED_FIELDS
+        return spec.section in _AGLOOP_SECTIONS and self.role() not in AGLOOP_ROLES
+
+    def skill_criteria(self) -> list[str]:
+        """The skill's own success criteria, which every run of it is checked against."""
+        if self.skill is None:
+            return []
+        criteria = (self.skill.manifest or {}).get("success_criteria") or []
+        return [criterion if isinstance(criterion, str) else _criterion_text(criterion) for criterion in criteria]
 
     def input_layout(self) -> list[tuple[LayoutItem, BoundField | None]]:
         """The skill's input fields in order, with fieldsets for objects."""
@@ -516,8 +557,8 @@ class ComposerForm(forms.Form):
         parts = [part.split("[")[0] for part in field_path.split(".") if part]
         while parts:
             name = _ANCHOR_ALIASES.get(SEPARATOR.join(parts), SEPARATOR.join(parts))
-            if name == INPUT_FIELD and self.input_fields is not None:
-                name = next(iter(self.input_fields.fields), OTHER_FIELD)
+            if parts[0] == INPUT_FIELD and self.input_fields is not None:
+                name = self.input_fields.name_at(tuple(parts[1:])) or (OTHER_FIELD if len(parts) == 1 else "")
             if name in self.fields:
                 suffix = "_0" if name == "capabilities" else ""
                 return f"{self[name].auto_id}{suffix}"
@@ -534,6 +575,24 @@ class ComposerForm(forms.Form):
         if len(line) > NAME_FROM_GOAL_CHARS:   # cut at a word, not inside one
             line = line[:NAME_FROM_GOAL_CHARS].rsplit(" ", 1)[0].rstrip(",;:.-– ") + "…"
         return line
+
+
+def _filled(field: BoundField) -> bool:
+    """Whether a field holds more than its default (``max_iterations`` starts at 5)."""
+    value, default = field.value(), field.field.initial
+    return not _empty(value) and value != default and str(value) != str(default)
+
+
+def _criterion_text(criterion: dict[str, Any]) -> str:
+    try:
+        parsed = parse_criterion(criterion)
+    except ProtocolError:
+        parsed = None
+    return parsed.text if parsed is not None else str(criterion)
+
+
+def _roles(key: str) -> tuple[str, ...]:
+    return (key,) if key in AGLOOP_ROLES else AGLOOP_ROLES if key == "base" else ()
 
 
 _ANCHOR_ALIASES = {

@@ -29,6 +29,7 @@ from delegations.models import Delegation, Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
+from delegations.runs.workflows import RunError
 from skills.models import Skill
 
 from .criteria_rows import KIND_PARAMS
@@ -275,6 +276,11 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
     except (ProtocolError, DelegationError) as error:
         messages.error(request, f"Saved as version {delegation.version}, but not started: {error.message}")
         return redirect(_edit_url(delegation))
+    except RunError as error:  # too many runs wait to start: said on the saved page, with 429
+        messages.error(request, f"Saved as version {delegation.version}. {error.message}")
+        form, packet = _saved_form(delegation)
+        return error.with_headers(_render(request, form, delegation=delegation, packet=packet,
+                                          adapter_form=adapter_form, status=error.status))
     messages.success(request, f"Saved “{delegation.name}” (version {delegation.version}) and started it. "
                               "This page follows the run live.")
     return redirect("delegations:run_detail", run_id=started.pk)
@@ -343,6 +349,7 @@ def delegation_dry_run(request: HttpRequest, delegation_id: int) -> HttpResponse
     _require_composer(request)
     delegation = _get_delegation_for_user(request, delegation_id)
     dry_run_form = DryRunForm(request.POST, prefix=DRY_RUN_PREFIX)
+    refusal: RunError | None = None
     if dry_run_form.is_valid():
         try:
             run = start_dry_run(delegation=delegation, user=request.user,
@@ -351,12 +358,17 @@ def delegation_dry_run(request: HttpRequest, delegation_id: int) -> HttpResponse
         except ProtocolError as error:
             field = dry_run_form.config_field() if error.code == ErrorCode.INVALID_ADAPTER_CONFIG else None
             dry_run_form.add_error(field, f"Not started. {error.message}")
+        except RunError as error:  # too many runs wait to start
+            dry_run_form.add_error(None, error.message)
+            refusal = error
         else:
             messages.success(request, f"Started a dry run of {delegation.name} on its own, without its "
                                       "children. This page follows it live.")
             return redirect("delegations:run_detail", run_id=run.pk)
     form, packet = _saved_form(delegation)
-    return _render(request, form, delegation=delegation, packet=packet, dry_run_form=dry_run_form, status=422)
+    response = _render(request, form, delegation=delegation, packet=packet, dry_run_form=dry_run_form,
+                       status=refusal.status if refusal else 422)
+    return refusal.with_headers(response) if refusal else response
 
 
 # -- linting and drawing -------------------------------------------------------------------

@@ -52,6 +52,11 @@ class RunQuerySet(models.QuerySet["Run"]):
         return self.roots().filter(state=RunState.PENDING, allocated_at__isnull=True).order_by(
             "created_at")
 
+    def waiting_to_start(self) -> RunQuerySet:
+        """Root runs not started yet: waiting for a lane slot, or handed to a worker that has
+        not taken them (the backlog backpressure bounds)."""
+        return self.roots().filter(state=RunState.PENDING)
+
     def lease_expired(self, now: datetime | None = None) -> RunQuerySet:
         return self.roots().active().filter(lease_expires_at__lt=now or timezone.now())
 

@@ -165,12 +165,16 @@ def run_new(request: HttpRequest) -> HttpResponse:
         form, source = _initial_start_form(request)
         return render(request, "delegations/run_new.html", {"form": form, "source": source})
     form = RunStartForm(request.POST)
+    refusal: RunError | None = None
     if form.is_valid():
         try:
             run = run_create(packet=form.cleaned_data["packet"], adapter=form.cleaned_data["adapter"],
                              config=form.cleaned_data["adapter_config"], owner=request.user)
         except ProtocolError as error:
             issues = _start_errors(form, error)
+        except RunError as error:  # too many runs wait to start
+            form.add_error(None, error.message)
+            refusal = error
         else:
             if run.state == RunState.REJECTED:
                 messages.warning(request, "The packet has lint errors, so the run was rejected; "
@@ -178,8 +182,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, "Run started. This page follows it live.")
             return redirect(_detail_url(run))
-    return render(request, "delegations/run_new.html", {"form": form, "issues": issues},
-                  status=422)
+    response = render(request, "delegations/run_new.html", {"form": form, "issues": issues},
+                      status=refusal.status if refusal else 422)
+    return refusal.with_headers(response) if refusal else response
 
 
 def _start_errors(form: RunStartForm, error: ProtocolError) -> list[dict[str, str]]:
@@ -310,6 +315,9 @@ def run_retry_view(request: HttpRequest, run_id: str) -> HttpResponse:
         retried = run_retry(run=run, user=request.user, fix_instructions=fix_instructions)
     except RunError as error:
         messages.error(request, error.message)
+        if error.retry_after:  # too many runs wait to start: said on the run's page, with 429
+            return error.with_headers(render(request, "delegations/run_detail.html",
+                                             _detail_context(request, run), status=error.status))
         return redirect(_detail_url(run))
     except ProtocolError as error:
         messages.error(request, f"The retry could not start: {error.message}")

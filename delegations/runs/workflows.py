@@ -6,14 +6,17 @@ Visibility (who may see and act on which run) is decided by the callers with
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar
 
 from django.conf import settings
 from django.db import transaction
+from django.http import HttpResponseBase
 from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
-from delegations.models.runs import TERMINAL, new_run_id
+from delegations.models.runs import TERMINAL, RunQuerySet, new_run_id
 from delegations.protocol.adapters import make_adapter
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
@@ -25,16 +28,29 @@ from delegations.runs.record import append_events, record_end
 from delegations.runs.runner_setup import adapter_config
 from skills.models import Skill
 
+Response = TypeVar("Response", bound=HttpResponseBase)
+
 
 class RunError(Exception):
-    """A request that conflicts with the run's (or item's) state; ``status`` is the HTTP one,
-    ``details`` what a program needs beyond the message (e.g. ``{"errors": [...]}``)."""
+    """A request that conflicts with the run's (or item's) state, or that the server cannot
+    take now; ``status`` is the HTTP one, ``details`` what a program needs beyond the message
+    (e.g. ``{"errors": [...]}``), ``retry_after`` the seconds after which the same request
+    may succeed."""
 
-    def __init__(self, message: str, *, status: int = 409, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, status: int = 409, details: dict[str, Any] | None = None,
+                 retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.details = details or {}
+        self.retry_after = retry_after
+
+    def with_headers(self, response: Response) -> Response:
+        """``response`` (the answer to the refused request) with Retry-After when asking again
+        later may succeed."""
+        if self.retry_after:
+            response["Retry-After"] = str(self.retry_after)
+        return response
 
 
 # -- creating runs ---------------------------------------------------------------------------
@@ -55,6 +71,35 @@ def _pin_skill(packet: HandoffPacket) -> HandoffPacket:
     return packet.model_copy(update={"skill": skill.ref})
 
 
+def _check_room_to_wait(owner: Any) -> None:
+    """Refuse (RunError 429 with Retry-After) a run that would wait to start behind the
+    owner's HANDOFF_MAX_PENDING_RUNS_PER_OWNER waiting runs, or everyone's
+    HANDOFF_MAX_PENDING_RUNS: without a bound a client faster than the workers grows the
+    backlog forever (measured: 45.7 runs/s accepted while 5.25/s finished, 700 waiting, a
+    median of 31 s from creation to finish). Counted before the run is written, so
+    requests racing each other may pass a bound by as many as are in flight."""
+    waiting = Run.objects.waiting_to_start()
+    owner_id = getattr(owner, "pk", None)
+    mine, per_owner = waiting.filter(owner_id=owner_id).count(), settings.HANDOFF_MAX_PENDING_RUNS_PER_OWNER
+    if mine >= per_owner:
+        _refuse_waiting(mine, "of yours", per_owner, Run.objects.roots().filter(owner_id=owner_id))
+    everyone, limit = waiting.count(), settings.HANDOFF_MAX_PENDING_RUNS
+    if everyone >= limit:
+        _refuse_waiting(everyone, "on this server", limit, Run.objects.roots())
+
+
+def _refuse_waiting(count: int, whose: str, limit: int, kind: RunQuerySet) -> NoReturn:
+    """Say how many wait and when to ask again: about when one of them has started, one over
+    the rate at which runs of their ``kind`` finished in the last minute (1 to 60 s)."""
+    finished = kind.filter(finished_at__gte=timezone.now() - timedelta(seconds=60)).count()
+    wait_s = max(1, min(60, math.ceil(60 / finished))) if finished else 60
+    raise RunError(
+        f"Not started: {count} runs {whose} are waiting to start, and {limit} is the most that "
+        f"may wait. Try again in {wait_s} s, once some have started, or cancel waiting runs "
+        f"you no longer need.", status=429, retry_after=wait_s,
+        details={"waiting": count, "limit": limit})
+
+
 def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | None = None,
                config: dict[str, Any] | None = None, owner: Any = None,
                delegation: Delegation | None = None, retry_of: Run | None = None,
@@ -65,11 +110,15 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     written. A packet naming a skill runs the version it resolves to, recorded as
     ``name@version``. A packet with lint errors becomes a REJECTED run carrying its findings;
     otherwise the run waits in PENDING for a slot in its owner's lane (``start=False``: for
-    a caller that runs it itself)."""
+    a caller that runs it itself), unless too many runs wait already (RunError 429, with
+    how many and when to try again; nothing is written)."""
     parsed = _pin_skill(parse_packet(packet))
     name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
     built = make_adapter(name, adapter_config(name, config))
     findings = _lint(parsed)
+    errors = [f for f in findings if f["severity"] == Severity.ERROR]
+    if start and not errors:
+        _check_room_to_wait(owner)
     run_id = new_run_id()
     run = Run(
         id=run_id, root_id=run_id, owner=owner, delegation=delegation, packet=parsed.to_dict(),
@@ -85,7 +134,6 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
         retry_of=retry_of, findings=findings,
         # a run its caller executes itself never waits in the lane
         allocated_at=None if start else timezone.now())
-    errors = [f for f in findings if f["severity"] == Severity.ERROR]
     with transaction.atomic():
         run.save(force_insert=True)
         if errors:
@@ -105,6 +153,7 @@ def run_retry(*, run: Run, user: Any, fix_instructions: str = "") -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if not run.is_terminal:
             raise RunError("The run is still going; cancel it first or wait for it to finish.")
+        _check_room_to_wait(user)  # before a COMPLETE run is returned for an attempt not made
         if run.state == RunState.COMPLETE:
             append_events([(run, "state", {"state": RunState.RETURNED.value,
                                            "previous": RunState.COMPLETE.value,

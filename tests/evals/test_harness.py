@@ -46,8 +46,9 @@ RIGHT: dict[str, dict[str, Any]] = {
 
 
 def answering(payload: dict[str, Any]) -> ScriptedAdapter:
-    return ScriptedAdapter({"script": [{"tool_calls": [{"name": "yield_control", "arguments": {
-        "status": "SUCCESS", "output_payload": payload}}]}]})
+    """A model that gives ``payload``, and gives it again in the self-correction turn."""
+    turn = {"tool_calls": [{"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": payload}}]}
+    return ScriptedAdapter({"script": [turn, turn]})
 
 
 def test_there_are_at_least_twelve_cases_each_a_sound_delegation_with_checkable_expectations():
@@ -78,14 +79,13 @@ async def test_right_answers_pass_every_case_and_the_tables_say_so() -> None:
     assert "✗" not in case_table([report]) and "·" not in case_table([report])
 
 
-async def test_a_wrong_answer_is_schema_valid_but_not_passed_and_says_which_expectation_failed(
-        tmp_path: Path) -> None:
+async def test_a_wrong_answer_is_schema_valid_but_fails_the_skills_own_criteria(tmp_path: Path) -> None:
     [case] = load_cases(only=["price-gbp"])
     result = await run_case(case, answering({"price": 38.61, "currency": "USD"}), BuiltinSkills(),
                             tmp_path)
-    assert result.state == "COMPLETE"
+    assert result.state == "FAILED"
     assert result.schema_valid and not result.passed
-    assert 'expected "GBP"' in result.why
+    assert '"USD" is not in quote_text' in result.why
 
 
 async def test_the_expectations_are_not_shown_to_the_model(tmp_path: Path) -> None:

@@ -103,11 +103,13 @@ def test_the_builtin_catalog_covers_every_subagent_type_and_approval_capability(
     run("load_builtin_skills")
     latest = Skill.objects.latest_versions()
     assert set(latest.values_list("subagent_type", flat=True)) >= set(SUBAGENT_TYPES)
-    for capability in ("network_outbound", "file_delete", "financial_tx"):
+    for capability in ("file_delete", "financial_tx"):
         skill = latest.with_capability(capability).get()
         assert skill.requires_approval
+    # price research on the network, each request approved, is 1.2.0's; 1.3.0 reads a pasted quote
+    assert "price-research@1.2.0" in {skill.ref for skill in Skill.objects.with_capability("network_outbound")}
     assert {"SourceCodeAnalyzer", "price-research"} <= set(latest.values_list("name", flat=True))
-    assert Skill.objects.filter(name="price-research").count() == 3  # versions to switch between
+    assert Skill.objects.filter(name="price-research").count() == 4  # versions to switch between
     assert all(skill.instructions for skill in latest)  # each has its instruction file
 
 

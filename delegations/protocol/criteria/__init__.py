@@ -14,14 +14,15 @@ from .evaluation import (
     check,
     evaluate_criteria,
     locate,
+    missing_inputs,
     resolve,
     result_text,
 )
-from .forms import TYPE_ALIASES, Criterion, CriterionKind, describe, value_has_type
+from .forms import GROUNDING_KINDS, TYPE_ALIASES, Criterion, CriterionKind, describe, value_has_type
 from .grammar import criterion_issues, parse_criterion
 
 __all__ = [
-    "TYPE_ALIASES", "CriteriaReport", "Criterion", "CriterionKind", "CriterionResult", "check",
-    "criterion_issues", "describe", "evaluate_criteria", "locate", "parse_criterion", "resolve",
+    "GROUNDING_KINDS", "TYPE_ALIASES", "CriteriaReport", "Criterion", "CriterionKind", "CriterionResult", "check",
+    "criterion_issues", "describe", "evaluate_criteria", "locate", "missing_inputs", "parse_criterion", "resolve",
     "result_text", "value_has_type",
 ]

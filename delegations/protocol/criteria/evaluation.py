@@ -14,6 +14,12 @@
   ``failed == 0`` with ``passed > 0``, or ``status``/``result`` "pass"/"passed"/"ok"), or
   when an ``acceptance_criteria_confirmation`` item about tests is met with evidence.
   It never counts as met when any reported failure count is above zero.
+- ``appears_in``, ``quoted_from``, ``one_of_input`` and ``words_absent`` read their
+  ``source`` from the run's ``input_data`` (a dotted path); a source the input lacks is
+  not met, and :func:`missing_inputs` names it. Numbers are compared as numbers in every
+  spelling of the source (``279.99`` is in "279,99", "$279.99" and "USD 279.99"); text with
+  case, whitespace and quote marks normalised; a currency code is also found by its sign or
+  name (USD by "$" or "dollars").
 - Free text that does not parse is reported with ``met=False, checkable=False`` and a
   detail saying it is not machine-checkable (and what the subagent itself claimed for
   it, if anything): the report stays honest instead of trusting self-assessment.
@@ -32,7 +38,8 @@ from pydantic import BaseModel, Field
 
 from ..errors import ProtocolError
 from ..schemas import validate_instance
-from .forms import Criterion, CriterionKind, value_has_type
+from . import grounding
+from .forms import GROUNDING_KINDS, Criterion, CriterionKind, value_has_type
 from .grammar import parse_criterion
 
 if TYPE_CHECKING:
@@ -371,6 +378,83 @@ def _check_tests(c: Criterion, result: ResponsePackage) -> tuple[bool, str]:
     return False, "the result does not report a test run (no tests_passed flag, tests report or confirmation)"
 
 
+def _condition_unmet(c: Criterion, result: ResponsePackage) -> str | None:
+    """Why the criterion does not apply to this result (its ``when``), or None when it does."""
+    when = c.params.get("when")
+    if not when:
+        return None
+    value = resolve(result, when["path"])
+    expected = when["value"]
+    bools = isinstance(expected, bool) or isinstance(value, bool)
+    if value is not _MISSING and (value is expected if bools else value == expected):
+        return None
+    return f"not checked: {when['path']} is {_short(None if value is _MISSING else value)}, " \
+           f"not {_short(expected)}"
+
+
+def _check_grounded(c: Criterion, result: ResponsePackage, input_data: dict[str, Any]) -> tuple[bool, str]:
+    if (skipped := _condition_unmet(c, result)) is not None:
+        return True, skipped
+    source = c.params["source"]
+    given = grounding.input_value(input_data, source)
+    if c.kind is CriterionKind.WORDS_ABSENT:
+        return _check_words_absent(c, input_data, source, given)
+    path = c.params["path"]
+    if grounding.is_missing(given):
+        return False, f"the input has no {source}, so {path} cannot be checked against it"
+    where, value = locate(result, path)
+    if value is _MISSING or value is None:
+        return False, f"{path} is missing"
+    text = grounding.source_text(given)
+    if c.kind is CriterionKind.APPEARS_IN:
+        found, what = grounding.appears(value, text)
+        return found, (f"{where} = {_short(value)} appears in {source}" if found
+                       else f"{where} = {_short(value)}, but {_short(what)} is not in {source}")
+    if c.kind is CriterionKind.QUOTED_FROM:
+        if not isinstance(value, str) or not value.strip():
+            return False, f"{where} is {_short(value)}: nothing is quoted from {source}"
+        found = grounding.quoted(value, text)
+        return found, (f"{where} is quoted from {source}" if found
+                       else f"{where} = {_short(value)} is not a quote of {source}")
+    found = grounding.one_of(value, given)
+    return found, (f"{where} = {_short(value)} is one of {source}" if found
+                   else f"{where} = {_short(value)} is not one of {source} ({_short(given)})")
+
+
+def _check_words_absent(c: Criterion, input_data: dict[str, Any], source: str,
+                        given: object) -> tuple[bool, str]:
+    words_of = c.params["words_of"]
+    question = grounding.input_value(input_data, words_of)
+    if grounding.is_missing(question) or grounding.is_missing(given):
+        missing = words_of if grounding.is_missing(question) else source
+        return False, f"the input has no {missing}, so this cannot be checked"
+    words = grounding.key_words(grounding.source_text(question))
+    present = grounding.words_present(words, grounding.source_text(given))
+    if words and len(present) == len(words):
+        return False, (f"{source} holds every key word of {words_of} ({', '.join(words)}): "
+                       "the answer may well be there")
+    absent = [word for word in words if word not in present]
+    return True, f"{source} lacks {', '.join(absent) or 'any key word'} of {words_of}"
+
+
+def missing_inputs(criteria: list[str | dict[str, Any]], input_data: dict[str, Any]) -> list[str]:
+    """The input_data keys that grounding criteria check against and the input lacks: a run
+    cannot meet those whatever it answers, so the missing input is what to report."""
+    missing: list[str] = []
+    for raw in criteria:
+        try:
+            criterion = parse_criterion(raw)
+        except ProtocolError:
+            continue
+        if criterion is None or criterion.kind not in GROUNDING_KINDS:
+            continue
+        for key in ("source", "words_of"):
+            name = criterion.params.get(key)
+            if name and grounding.is_missing(grounding.input_value(input_data, name)) and name not in missing:
+                missing.append(name)
+    return missing
+
+
 _CHECKS = {
     CriterionKind.FIELD: _check_field, CriterionKind.REGEX: _check_regex,
     CriterionKind.WORD_COUNT: _check_word_count, CriterionKind.EQUALS: _check_equals,
@@ -379,11 +463,13 @@ _CHECKS = {
 }
 
 
-def check(criterion: Criterion, result: ResponsePackage,
-          output_schema: dict[str, Any] | None = None) -> tuple[bool, str]:
-    """(met, detail) for one parsed criterion."""
+def check(criterion: Criterion, result: ResponsePackage, output_schema: dict[str, Any] | None = None,
+          input_data: dict[str, Any] | None = None) -> tuple[bool, str]:
+    """(met, detail) for one parsed criterion; grounding kinds read ``input_data``."""
     if criterion.kind is CriterionKind.JSON_SCHEMA:
         return _check_json_schema(criterion, result, output_schema)
+    if criterion.kind in GROUNDING_KINDS:
+        return _check_grounded(criterion, result, input_data or {})
     return _CHECKS[criterion.kind](criterion, result)
 
 
@@ -406,8 +492,10 @@ def _self_claim(result: ResponsePackage, text: str) -> str:
 
 
 def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, Any]],
-                      output_schema: dict[str, Any] | None = None) -> CriteriaReport:
-    """Check ``result`` against every criterion; every one is reported (met + detail)."""
+                      output_schema: dict[str, Any] | None = None,
+                      input_data: dict[str, Any] | None = None) -> CriteriaReport:
+    """Check ``result`` against every criterion; every one is reported (met + detail).
+    ``input_data`` is what the run was given, which grounding criteria check against."""
     items: list[CriterionResult] = []
     for index, raw in enumerate(criteria):
         label = _label(raw)
@@ -424,7 +512,7 @@ def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, An
                        + _self_claim(result, label)))
             continue
         try:
-            met, detail = check(criterion, result, output_schema)
+            met, detail = check(criterion, result, output_schema, input_data)
         except (ProtocolError, re.error, TypeError, ValueError, RecursionError) as exc:
             met, detail = False, f"could not be checked: {exc}"
         items.append(CriterionResult(criterion=label, kind=criterion.kind.value, met=met, detail=detail))

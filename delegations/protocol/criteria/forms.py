@@ -13,6 +13,11 @@
     {"kind": "evidence", "min": 2}                           # evidence items with a source
     {"kind": "files_modified", "paths": ["src/a.py"]}        # files_modified includes them
     {"kind": "tests_pass"}                                   # the result reports passing tests
+    {"kind": "appears_in", "path": "price", "source": "quote_text"}   # where the answer came from:
+    {"kind": "quoted_from", "path": "evidence", "source": "review"}   #   a value, a quote, one of the
+    {"kind": "one_of_input", "path": "currency", "source": "order.currency"}   # input's values
+    {"kind": "words_absent", "words_of": "question", "source": "context",
+     "when": {"path": "found", "value": false}}              # found: false only when plausible
     {"text": "Word count > 500"}                             # parsed like free text (grammar)
 
 A malformed one (unknown kind, missing pattern, bad regex...) raises
@@ -21,6 +26,7 @@ A malformed one (unknown kind, missing pattern, bad regex...) raises
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from enum import StrEnum
@@ -42,6 +48,17 @@ class CriterionKind(StrEnum):
     EVIDENCE = "evidence"
     FILES_MODIFIED = "files_modified"
     TESTS_PASS = "tests_pass"
+    APPEARS_IN = "appears_in"
+    QUOTED_FROM = "quoted_from"
+    ONE_OF_INPUT = "one_of_input"
+    WORDS_ABSENT = "words_absent"
+
+
+# Criteria that check an answer against the run's input_data (its ``source``), so that a
+# copied worked example or an invented value fails; ``when`` limits one to results whose
+# field has a value (``{"path": "found", "value": true}``).
+GROUNDING_KINDS = frozenset({CriterionKind.APPEARS_IN, CriterionKind.QUOTED_FROM,
+                             CriterionKind.ONE_OF_INPUT, CriterionKind.WORDS_ABSENT})
 
 
 class Criterion(BaseModel):
@@ -177,6 +194,8 @@ def structured_criterion(spec: dict[str, Any], field: str) -> Criterion:
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             issues.append(Issue(f"{field}.paths", f"expected a non-empty list of file paths; got {paths!r}"))
         params["paths"] = paths
+    elif kind in GROUNDING_KINDS:
+        _grounding_params(kind, spec, field, issues, params)
     if issues:
         raise ProtocolError(ErrorCode.INVALID_PACKET, f"{issues[0].field}: {issues[0].message}",
                             issues=issues)
@@ -184,9 +203,45 @@ def structured_criterion(spec: dict[str, Any], field: str) -> Criterion:
     return Criterion(kind=kind, params=params, text=text or describe(kind, params))
 
 
+def _grounding_params(kind: CriterionKind, spec: dict[str, Any], field: str, issues: list[Issue],
+                      params: dict[str, Any]) -> None:
+    if kind is CriterionKind.WORDS_ABSENT:
+        params["words_of"] = _str_param(spec, "words_of", field, issues, required=True)
+    else:
+        params["path"] = _str_param(spec, "field" if "field" in spec else "path", field, issues, required=True)
+    params["source"] = _str_param(spec, "source", field, issues, required=True)
+    when = spec.get("when")
+    if when is not None:
+        if not isinstance(when, dict) or not isinstance(when.get("path"), str) or "value" not in when:
+            issues.append(Issue(f"{field}.when", 'expected {"path": "<output field>", "value": <value>}; '
+                                                 f"got {when!r}"))
+        else:
+            params["when"] = {"path": when["path"], "value": when["value"]}
+
+
 def describe(kind: CriterionKind, params: dict[str, Any]) -> str:
     """A one-line reading of a structured criterion, for reports and the UI."""
+    if kind in GROUNDING_KINDS:
+        return _grounding_text(kind, params)
     body = ", ".join(f"{key}={value!r}" for key, value in params.items()
                      if value is not None and key != "schema")
     return f"{kind.value}({body})"
 
+
+
+_GROUNDING_VERBS = {CriterionKind.APPEARS_IN: "appears in", CriterionKind.QUOTED_FROM: "is quoted from",
+                    CriterionKind.ONE_OF_INPUT: "is one of the values of"}
+
+
+def _grounding_text(kind: CriterionKind, params: dict[str, Any]) -> str:
+    """The grammar's own wording, so the line reads back as the same criterion."""
+    if kind is CriterionKind.WORDS_ABSENT:
+        text = f"the key words of `{params.get('words_of')}` are not all in `{params.get('source')}`"
+    else:
+        text = f"`{params.get('path')}` {_GROUNDING_VERBS[kind]} `{params.get('source')}`"
+    when = params.get("when")
+    if when:
+        value = when["value"]
+        shown = json.dumps(value) if not isinstance(value, str) else f'"{value}"'
+        return f"When `{when['path']}` is {shown}, {text}"
+    return text[0].upper() + text[1:]

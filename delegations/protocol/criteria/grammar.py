@@ -19,6 +19,12 @@ the first rule that matches wins:
 - ``range``: "price between 0 and 10000", "price in [0, 10]", "0 <= price <= 10",
   "price >= 0", "price at most 100", "price is positive".
 - ``equals``: '`status` equals "ok"', "status == ok", 'status is "ok"', "retries = 3".
+- ``appears_in``, ``quoted_from``, ``one_of_input``, ``words_absent`` (where the answer came
+  from; a name after "in"/"from"/"of" is a key of input_data): "`price` appears in
+  `quote_text`", "price is found in quote_text", "`evidence` is quoted from `review`",
+  "evidence is a quote of review", "`currency` is one of the values of `order.currency`",
+  "the key words of `question` are not all in `context`"; each may start with
+  "When `found` is true, " (checked only for results whose field has that value).
 - ``field``: "`price` is a number", "price: integer", "currency is present",
   "Return a float value" (some value of that type anywhere in output_payload),
   "Return a number for price", "Specify currency" / "Include a timestamp" (a key of that
@@ -140,6 +146,21 @@ _VERB_TYPED = re.compile(
     r"(?P<path>" + _PATH + r"))?$", _FLAGS)
 _VERB_FIELD = re.compile(r"^" + _VERB + r"\s+(?:an?\s+|the\s+)?(?P<path>" + _PATH
                          + r")(?:\s+(?:field|key|value|property))?$", _FLAGS)
+
+_WHEN = re.compile(r"^(?:when|if|where)\s+(?P<path>" + _PATH + r")\s+(?:is|==|=|equals)\s+(?P<value>"
+                   + _LITERAL + r"|[\w-]+)\s*,\s*(?P<rest>.+)$", _FLAGS)
+_APPEARS_IN = re.compile(r"^(?:the\s+)?(?P<path>" + _PATH + r")\s+(?:must\s+|should\s+)?(?:appears?|"
+                         r"is (?:found|given|present|stated|written)|(?:can|must) be found|occurs?)\s+"
+                         r"(?:in|within)\s+(?:the\s+)?(?:input\s+)?(?P<source>" + _PATH + r")$", _FLAGS)
+_QUOTED_FROM = re.compile(r"^(?:the\s+)?(?P<path>" + _PATH + r")\s+(?:must\s+|should\s+)?(?:(?:is|be)\s+"
+                          r"(?:quoted|copied|taken) (?:exactly )?from|(?:is|be) an? (?:exact )?quote (?:of|from)|"
+                          r"quotes)\s+(?:the\s+)?(?:input\s+)?(?P<source>" + _PATH + r")$", _FLAGS)
+_ONE_OF_INPUT = re.compile(r"^(?:the\s+)?(?P<path>" + _PATH + r")\s+(?:must\s+|should\s+)?(?:is|be)\s+"
+                           r"one of(?: the values of)?\s+(?:the\s+)?(?:input\s+)?(?P<source>" + _PATH + r")$",
+                           _FLAGS)
+_WORDS_ABSENT = re.compile(r"^(?:the\s+)?(?:key\s+)?words of\s+(?P<words>" + _PATH + r")\s+are\s+not\s+"
+                           r"(?:all\s+)?(?:found\s+)?in\s+(?:the\s+)?(?:input\s+)?(?P<source>" + _PATH + r")$",
+                           _FLAGS)
 
 # Nouns that name no checkable field: "Provide details", "Return the result".
 _VAGUE_NAMES = frozenset({
@@ -374,6 +395,24 @@ def _parse_field(text: str) -> Criterion | None:
     return None
 
 
+def _parse_grounding(text: str) -> Criterion | None:
+    params: dict[str, Any] = {}
+    if when := _WHEN.match(text):
+        params["when"] = {"path": _clean_path(when["path"]), "value": _literal(when["value"])}
+        text = when["rest"].strip()
+    if match := _WORDS_ABSENT.match(text):
+        return Criterion(kind=CriterionKind.WORDS_ABSENT, text=text, params={
+            "words_of": _clean_path(match["words"]), "source": _clean_path(match["source"]), **params})
+    for kind, pattern in ((CriterionKind.APPEARS_IN, _APPEARS_IN), (CriterionKind.QUOTED_FROM, _QUOTED_FROM),
+                          (CriterionKind.ONE_OF_INPUT, _ONE_OF_INPUT)):
+        # a backticked name is taken as it is, even "answer" or "result"
+        if (match := pattern.match(text)) and (path := _clean_path(match["path"]) if match["path"].startswith("`")
+                                                else _named_path(match["path"])):
+            return Criterion(kind=kind, text=text, params={
+                "path": path, "source": _clean_path(match["source"]), **params})
+    return None
+
+
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> Criterion | None:
     line = " ".join(text.split()).rstrip(".!;").strip()
@@ -383,7 +422,7 @@ def _parse_text(text: str) -> Criterion | None:
         return Criterion(kind=CriterionKind.TESTS_PASS, params={}, text=text)
     if (_SCHEMA_WORD.search(line) and _SCHEMA_VERB.search(line)) or _VALID_JSON.match(line):
         return Criterion(kind=CriterionKind.JSON_SCHEMA, params={}, text=text)
-    for parser in (_parse_word_count, _parse_evidence, _parse_files, _parse_regex, _parse_range,
+    for parser in (_parse_grounding, _parse_word_count, _parse_evidence, _parse_files, _parse_regex, _parse_range,
                    _parse_equals, _parse_field):
         criterion = parser(line)
         if criterion is not None:

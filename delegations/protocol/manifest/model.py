@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, KNOWN_CAPABILITIES
+from ..criteria import criterion_issues, parse_criterion
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..schemas import normalize_schema_issues, validate_instance
 from .entry_points import EntryPoint, EntryPointKind, module_allowed, parse_entry_point
@@ -143,6 +144,9 @@ class SkillManifest(BaseModel):
     # worked examples ({"input": ..., "output": ...}) the runner shows the model before
     # the task: at 135M-270M parameters, two of them turned 2-3 right answers of 6 into 6
     examples: list[dict[str, Any]] = Field(default_factory=list)
+    # checks every run of the skill is held to, the person's own criteria besides: above
+    # all, that the answer comes from the input (a copied example or an invented value fails)
+    success_criteria: list[str | dict[str, Any]] = Field(default_factory=list)
 
     _notes: list[str] = PrivateAttr(default_factory=list)
 
@@ -296,6 +300,24 @@ def manifest_issues(data: Mapping[str, Any], *,
     if "examples" in data:
         issues.extend(_example_issues(data["examples"], data.get("input_schema"),
                                       data.get("output_schema")))
+    if "success_criteria" in data:
+        issues.extend(_criteria_issues(data["success_criteria"]))
+    return issues
+
+
+def _criteria_issues(criteria: object) -> list[Issue]:
+    """A skill's criteria are checkable: vague text would be reported unmet on every run."""
+    if not isinstance(criteria, list):
+        return [Issue("success_criteria", f"expected a list of criteria; got {json_kind(criteria)}")]
+    issues: list[Issue] = []
+    for index, criterion in enumerate(criteria):
+        where = f"success_criteria[{index}]"
+        problems = criterion_issues(criterion, where)
+        if problems:
+            issues.extend(problems)
+        elif parse_criterion(criterion, where) is None:   # type: ignore[arg-type]
+            issues.append(Issue(where, f"{criterion!r} is not machine-checkable; write it in a form "
+                                       "the criteria grammar reads, or as a structured criterion"))
     return issues
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..adapters.base import ToolCall
 from ..approvals import ApprovalDecision, ApprovalKind, Decision
-from ..criteria import CriteriaReport, evaluate_criteria
+from ..criteria import CriteriaReport, evaluate_criteria, missing_inputs
 from ..errors import ErrorCode, ProtocolError, recovery_for
 from ..events import EventType
 from ..lifecycle import RunState
@@ -61,7 +61,7 @@ def check_result(result: ResponsePackage, packet: HandoffPacket) -> tuple[Criter
     schema_checked = False
     wanted = packet.success_criteria
     if wanted:
-        criteria = evaluate_criteria(result, wanted, schema)
+        criteria = evaluate_criteria(result, wanted, schema, packet.input_data)
         for raw, item in zip(wanted, criteria.items, strict=False):
             # a free-text "JSON is schema-valid" already validated output_payload
             # against the expected schema: no need to do it twice
@@ -103,6 +103,8 @@ class Judge:
             return True
         attempts, chat = run.attempts, run.chat
         listing = "\n".join(f"- {problem}" for problem in problems)
+        # an answer checked against an input the run was not given cannot be right: say what is missing
+        missing = missing_inputs(packet.success_criteria, packet.input_data) if result is not None else []
         if not attempts.correction_used and not triggered and chat.iteration < run.scope.max_iterations:
             attempts.correction_used = True
             chat.answer_turn()
@@ -111,7 +113,9 @@ class Judge:
                     "code": ErrorCode.INVALID_RESULT.value, "message": "result rejected"}})
             chat.messages.append({"role": "user", "content": (
                 "Your result was not accepted:\n" + listing + "\nCorrect it and hand it back once "
-                "more with yield_control (this is the one self-correction turn).")})
+                "more with yield_control (this is the one self-correction turn)." + (
+                    f" The input has no {', '.join(missing)}: do not guess, hand back status "
+                    "BLOCKED_AWAITING_CLARIFICATION asking for it." if missing else ""))})
             await self.reporter.emit(run.run_id, _LOG, {"level": "warning", "message": "Self-correction turn.",
                                                         "problems": problems})
             chat.next_turn()
@@ -119,6 +123,11 @@ class Judge:
             return False
         message = ("The result is still invalid after the self-correction turn:\n" if attempts.correction_used
                    else "The result is invalid:\n") + listing
+        code = ErrorCode.INSUFFICIENT_CONTEXT if missing else ErrorCode.INVALID_RESULT
+        if missing:
+            message = (f"The input lacks {', '.join(missing)}, which the success criteria check the "
+                       f"answer against; give {'it' if len(missing) == 1 else 'them'} and run again.\n"
+                       + message)
         if self.settings.invalid_result_inbox:
             decision = await self._ask_about_invalid(run, result, problems, criteria)
             if decision.decision is Decision.APPROVE:
@@ -131,10 +140,10 @@ class Judge:
             status=ResultStatus.FAILURE,
             output_payload=result.output_payload if result is not None else {},
             summary=result.summary if result is not None else None,
-            error_report=ErrorReport(code=ErrorCode.INVALID_RESULT.value, message=message,
-                                     details={"problems": problems}))
+            error_report=ErrorReport(code=code.value, message=message,
+                                     details={"problems": problems, **({"missing_inputs": missing} if missing else {})}))
         await self.reporter.end(run, RunState.FAILED, result=failure, criteria=criteria,
-                                error={"code": ErrorCode.INVALID_RESULT.value, "message": message})
+                                error={"code": code.value, "message": message})
         return True
 
     async def _clarify(self, run: ActiveRun, result: ResponsePackage, yield_call: ToolCall | None) -> bool:

@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
+from ..criteria import GROUNDING_KINDS, parse_criterion
+from ..errors import ProtocolError
 from ..packet import HandoffPacket
 from ..tools import DELEGATE_TASK, YIELD_CONTROL
 
@@ -66,8 +68,7 @@ def initial_messages(packet: HandoffPacket, packet_dict: dict[str, Any], *,
     role = packet.subagent_type.value if packet.subagent_type is not None else "general"
     system = [packet.instruction_set or f"You are a {role} subagent working on one delegated task.",
               COMPACT_GUIDE if compact else PROTOCOL_GUIDE]
-    criteria = [c for c in packet.success_criteria
-                if not (compact and isinstance(c, dict) and c.get("kind") == "json_schema")]
+    criteria = [c for c in packet.success_criteria if not (compact and _told_otherwise(c))]
     if criteria:
         lines = "\n".join(f"- {c if isinstance(c, str) else json.dumps(c)}" for c in criteria)
         system.append(f"Your result is checked against these success criteria:\n{lines}")
@@ -94,6 +95,18 @@ def initial_messages(packet: HandoffPacket, packet_dict: dict[str, Any], *,
         user.append("Begin.")
     return [{"role": "system", "content": "\n\n".join(system)}, *example_turns(examples),
             {"role": "user", "content": "\n\n".join(user)}]
+
+
+def _told_otherwise(criterion: str | dict[str, Any]) -> bool:
+    """Whether a small model may be spared this criterion: the schema, which constrained
+    decoding holds it to, or a check that its answer comes from the input it reads anyway."""
+    if isinstance(criterion, dict) and criterion.get("kind") == "json_schema":
+        return True
+    try:
+        parsed = parse_criterion(criterion)
+    except ProtocolError:
+        return False
+    return parsed is not None and parsed.kind in GROUNDING_KINDS
 
 
 def example_turns(examples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -159,7 +159,20 @@ def test_a_new_delegation_from_a_skill_takes_its_schemas_and_capabilities(db):
     assert form["skill"].value() == "geo@1.0.0" and form["subagent_type"].value() == "researcher"
     assert form["expected_output_schema"].value().startswith('{\n  "type": "object"')
     assert [choice.name for choice in form.capability_choices()] == ["search"]
-    assert form["allowed_inputs"].value() == "address\nlimit\nquery\nsources"
+
+
+def test_a_new_delegation_from_a_skill_fills_in_nothing_the_person_did_not_choose(db):
+    skill = add_skill("geo", "1.0.0", input_schema=NESTED_SCHEMA, output_schema={"shops": "array"})
+    initial = new_initial(skill)
+    packet = packet_from_form({**initial, "goal": "Find shops"})
+    # no coding checklist, no allowed_inputs list, no example input, no criteria of its own
+    assert set(packet) == {"goal", "skill", "subagent_type", "expected_output_schema", "capabilities",
+                           "timeout_s", "budget"}
+    form = ComposerForm(skill=skill, initial=initial)
+    folded = {field.name for section in form.advanced_sections() for field in section.fields}
+    assert {"anti_laziness_checklist", "allowed_inputs", "feature_name", "instruction_set"} <= folded
+    assert not form.advanced_open()
+    assert [section.key for section in form.sections()] == ["task", "input", "expectations", "budget", "scope"]
 
 
 def test_capabilities_the_packet_asks_for_are_kept_even_when_not_offered():

@@ -448,8 +448,13 @@ def test_the_composer_names_the_skill_it_starts_from_and_links_to_that_version(c
 
     call_command("load_builtin_skills", verbosity=0)
     html = composer_client.get("/delegations/new/?skill=price-research").content.decode()
-    assert ('With the skill <a href="/skills/price-research/1.2.0/" class="mono">'
-            'price-research@1.2.0</a>.') in html
+    assert ('With the skill <a href="/skills/price-research/1.3.0/" class="mono">'
+            'price-research@1.3.0</a>.') in html
+    # its own checks are shown; what it does not need is folded, closed, and empty
+    assert "Checked on every run of price-research@1.3.0" in html
+    assert "<li>`price` appears in `quote_text`</li>" in html
+    assert '<details class="panel section advanced" id="section-advanced">' in html
+    assert "DO NOT leave any TODO comments" not in html
 
 
 # -- a child delegation stays within its parent -------------------------------------------------

@@ -1,0 +1,96 @@
+"""Backpressure: past the bound on runs waiting to start, every way of starting a run
+answers 429 with Retry-After and says how many wait; nothing is written."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from delegations.composer.services import delegation_create
+from delegations.models import Delegation, Run
+from delegations.runs.workflows import run_cancel, run_create
+from tests.conftest import bearer
+from tests.delegations import scripts
+from tests.delegations.composer.test_pages import form_data, page
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+WAITING = "2 runs of yours are waiting to start, and 2 is the most that may wait"
+LEAF = json.dumps(scripts.leaf())
+
+
+@pytest.fixture
+def two_waiting(settings: Any, queued_tasks: None, composer: Any) -> list[Run]:
+    """The composer's two runs wait for a worker (none runs), the most one owner may have waiting."""
+    settings.HANDOFF_MAX_PENDING_RUNS_PER_OWNER = 2
+    return [run_create(packet=scripts.packet(), adapter="scripted", config=scripts.leaf(), owner=composer)
+            for _ in range(2)]
+
+
+def start_over_api(client: Client, user: Any) -> Any:
+    return client.post("/api/runs", {"packet": scripts.packet(), "adapter": {
+        "name": "scripted", "config": scripts.leaf()}}, content_type="application/json", headers=bearer(user))
+
+
+def assert_refused(response: Any, says: str = WAITING) -> None:
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    text = response.json()["detail"] if response["Content-Type"] == "application/json" else page(response)
+    assert says in text and f"Try again in {response['Retry-After']} s" in text
+
+
+def test_past_the_owner_s_bound_a_new_run_is_refused_with_429_saying_how_many_wait(
+        client: Client, composer: Any, two_waiting: list[Run]) -> None:
+    response = start_over_api(client, composer)
+    assert_refused(response)
+    assert {"waiting": 2, "limit": 2}.items() <= response.json().items()
+    assert Run.objects.count() == 2
+
+
+def test_another_owner_still_starts_runs_until_the_bound_on_everyone_s(
+        client: Client, other_composer: Any, two_waiting: list[Run], settings: Any) -> None:
+    settings.HANDOFF_MAX_PENDING_RUNS = 3
+    assert start_over_api(client, other_composer).status_code == 201
+    assert_refused(start_over_api(client, other_composer),
+                   "3 runs on this server are waiting to start, and 3 is the most that may wait")
+
+
+def test_a_run_that_left_the_queue_makes_room_for_the_next(
+        client: Client, composer: Any, two_waiting: list[Run]) -> None:
+    run_cancel(run=two_waiting[0])
+    assert start_over_api(client, composer).status_code == 201
+
+
+def test_a_packet_with_lint_errors_is_still_recorded_as_rejected_since_it_never_waits(
+        client: Client, composer: Any, two_waiting: list[Run]) -> None:
+    response = client.post("/api/runs", {"packet": scripts.packet(depth=9, max_depth=3), "adapter": {
+        "name": "scripted", "config": scripts.leaf()}}, content_type="application/json", headers=bearer(composer))
+    assert response.status_code == 201 and response.json()["state"] == "REJECTED"
+
+
+def test_every_other_way_of_starting_a_run_is_refused_the_same_way(
+        client: Client, composer: Any, two_waiting: list[Run]) -> None:
+    delegation = delegation_create(owner=composer, name="Caching study", packet=scripts.packet())
+    rejected = run_create(packet=scripts.packet(depth=9, max_depth=3), adapter="scripted",
+                          config=scripts.leaf(), owner=composer)
+    api = bearer(composer)
+    assert_refused(client.post(f"/api/delegations/{delegation.pk}/runs", {"adapter": {
+        "name": "scripted", "config": scripts.leaf()}}, content_type="application/json", headers=api))
+    assert_refused(client.post(f"/api/runs/{rejected.pk}/retry", {}, content_type="application/json",
+                               headers=api))
+    client.force_login(composer)
+    assert_refused(client.post("/runs/new/", {"packet": json.dumps(scripts.packet()), "adapter": "scripted",
+                                              "adapter_config": LEAF}))
+    assert_refused(client.post(f"/runs/{rejected.pk}/retry/", {}))
+    opened = client.get(f"/delegations/{delegation.pk}/")
+    saved = client.post(f"/delegations/{delegation.pk}/", form_data(
+        opened, action="run", adapter="scripted", adapter_config=LEAF))
+    assert_refused(saved)
+    assert "Saved as version 2." in page(saved) and Delegation.objects.get().version == 2
+    assert_refused(client.post(f"/delegations/{delegation.pk}/dry-run/", form_data(opened, "dry-run-form")))
+    assert_refused(client.post(f"/delegations/{delegation.pk}/tree/run/", {"adapter": "scripted",
+                                                                          "adapter_config": LEAF}))
+    assert Run.objects.count() == 3  # the two waiting and the rejected one
