@@ -36,8 +36,9 @@ $(PY):
 $(VENV)/.installed: pyproject.toml | $(PY)
 	@if ! $(PY) -c 'import llama_cpp' 2>/dev/null; then \
 	  echo "Installing llama-cpp-python for the local model: it compiles from source the first time" \
-	       "(about 10 minutes on 2 cores; pip caches the wheel afterwards)."; fi
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+	       "(about 10 minutes on 2 cores; pip caches the wheel afterwards)."; \
+	  echo "llama.cpp build options for this CPU: $$(deploy/llama_cmake_args.sh)"; fi
+	CMAKE_ARGS="$$(deploy/llama_cmake_args.sh)" $(PY) -m pip install --quiet -e '.[dev,local]'
 	@touch $@
 
 .PHONY: install

@@ -10,29 +10,33 @@ that, when tools are offered, every answer is a valid call of one of them::
 
 How a call runs:
 
-- the model is loaded once per process per (file, n_ctx, n_threads, chat format) and
-  cached; finding the file (a catalog model is checksummed, Gemma assembled on first use)
-  and loading it run in a worker thread so the event loop keeps serving;
+- the model runs in its own process, the model host (:mod:`.local_host` starts it,
+  :mod:`.model_host` is its program), so a native crash of llama.cpp fails only the calls
+  it was answering, with ERR_TOOL_FAILURE and a message saying the run can be retried;
+- the host loads each model once per (file, n_ctx, n_threads, chat format) and keeps it;
+  finding the file (a catalog model is checksummed, Gemma assembled on first use) happens
+  here, in a worker thread, so the event loop keeps serving;
 - a model whose chat format has no system role (Gemma) gets the system text at the head
-  of the first user message (:func:`fold_system_into_user`);
-- generation runs in its own thread and streams tokens back to the loop
-  (``call_soon_threadsafe`` into an ``asyncio.Queue``); one generation at a time per
-  loaded model (llama.cpp contexts are not thread-safe), others wait their turn;
+  of the first user message (``model_host.fold_system_into_user``);
+- generations stream their tokens back as they come; one generation at a time per loaded
+  model (llama.cpp contexts are not thread-safe), others wait their turn in the host;
 - a ``tool_choice`` narrows the tools to the one named, so the schema admits only its call;
 - with tools, the raw JSON is streamed to ``on_text`` so people watch it being written,
   but the returned ``ModelTurn.text`` is ``""``: the answer *is* the tool call, which is
   returned as ``tool_calls[0]`` with a generated id. Without tools the model writes plain
   text, streamed and returned as ``text``;
-- cancelling the awaiting coroutine sets an event the generation thread checks after
-  every token; it closes llama.cpp's token stream, so generation stops within a token.
-  Prompt evaluation cannot be interrupted (llama.cpp decodes the prompt in one call): a
-  few hundred new tokens take 0.3-3 s on a busy 2-core machine; a repeated prefix is
-  reused from the previous call, so later turns of a run evaluate only what is new;
+- cancelling the awaiting coroutine tells the host to stop; generation stops within a
+  token. Prompt evaluation cannot be interrupted (llama.cpp decodes the prompt in one
+  call): a few hundred new tokens take 0.3-3 s on a busy 2-core machine; a repeated prefix
+  is reused from the previous call, so later turns of a run evaluate only what is new. A
+  host that does not answer a cancel within ``local_host.CANCEL_GRACE_S`` is killed;
+- at temperature 0 the JSON grammar is checked lazily (``model_host.LazyGrammar``: the
+  greedy token first, the whole vocabulary only when the grammar refuses it);
 - free-form parts of the tool schemas are tightened for the grammar (see
   :func:`bounded_schema`: flat objects, capped strings and arrays) because a 135M model
   otherwise nests ``{"data": {"data": ...`` until max_tokens; an answer still cut off by
-  max_tokens, or stopped because an object repeated a key (:class:`RepeatedKeyGuard`: the
-  sign of a loop), is closed after its last complete member (:func:`close_truncated_json`)
+  max_tokens, or stopped because an object repeated a key (``model_host.RepeatedKeyGuard``:
+  the sign of a loop), is closed after its last complete member (:func:`close_truncated_json`)
   and must then validate against the tool's own schema, else ERR_TOOL_FAILURE;
 - token usage comes from llama.cpp's context (prompt) and the tokens streamed (output).
 
@@ -55,15 +59,10 @@ made, as ``ProtocolError(ERR_TOOL_FAILURE)`` saying what to install or repair.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import importlib.util
 import json
-import os
-import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
@@ -74,12 +73,12 @@ from jsonschema import Draft202012Validator
 from ..errors import ErrorCode, ProtocolError
 from . import config_checks as check
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema, config_error
+from .local_host import model_host
 from .local_models import DEFAULT_LOCAL_MODEL, SHIPPED_MODELS, ShippedModel, locate
 from .tool_format import content_text, parameters_schema, tool_description
 
 _CONFIG_KEYS = ("model", "model_path", "n_ctx", "temperature", "max_tokens", "seed", "n_threads")
 INSTALL_HINT = "pip install 'llama-cpp-python>=0.3.8'"
-GENERATION_THREAD = "handoff-local-model"
 _PROMPT_MARGIN = 64  # tokens the chat template and our tool list add around messages
 
 
@@ -88,68 +87,6 @@ def llama_cpp_missing() -> str | None:
     if importlib.util.find_spec("llama_cpp") is None:
         return f"llama-cpp-python is not installed ({INSTALL_HINT})"
     return None
-
-
-# --- loaded models, shared by every adapter in the process ---------------------------------
-
-@dataclass(slots=True)
-class _LoadedModel:
-    llama: Any
-    load_seconds: float
-    generate_lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_MODELS: dict[tuple[str, int, int | None, str | None], _LoadedModel] = {}
-_MODELS_LOCK = threading.Lock()
-
-
-@atexit.register
-def _free_models() -> None:
-    """Free the loaded models while llama_cpp is still whole: left to ``Llama.__del__`` at
-    interpreter shutdown, freeing runs after llama_cpp's module globals are gone and prints
-    a TypeError traceback at the end of every process that used the model."""
-    with _MODELS_LOCK:
-        loaded = list(_MODELS.values())
-        _MODELS.clear()
-    for model in loaded:
-        # a generation still running (its thread is a daemon) keeps the model: closing it
-        # under llama.cpp would crash the process on its way out
-        if model.generate_lock.acquire(timeout=1.0):
-            model.llama.close()
-
-
-def _load(path: Path, n_ctx: int, n_threads: int | None,
-          chat_format: str | None = None) -> _LoadedModel:
-    key = (str(path), n_ctx, n_threads, chat_format)
-    with _MODELS_LOCK:
-        cached = _MODELS.get(key)
-        if cached is not None:
-            return cached
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise ProtocolError(
-                ErrorCode.TOOL_FAILURE,
-                f"The local adapter needs llama-cpp-python, which could not be imported "
-                f"({exc}). Install it: {INSTALL_HINT}.") from None
-        started = time.perf_counter()
-        # Prompt evaluation gets the same threads as generation, not llama.cpp's default of
-        # every core: its OpenMP workers spin while waiting, and on a shared 2-core machine
-        # two spinning threads evaluated a 200-token prompt ~3x slower than one.
-        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
-        try:
-            llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
-                          n_threads_batch=threads, chat_format=chat_format, verbose=False)
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise ProtocolError(
-                ErrorCode.TOOL_FAILURE,
-                f"llama.cpp could not load the model file {path}: {exc}. Check that it is a "
-                f"GGUF model file, or set config 'model' to one Handoff ships "
-                f"({', '.join(SHIPPED_MODELS)}).",
-                details={"model_path": str(path)}) from None
-        loaded = _LoadedModel(llama, time.perf_counter() - started)
-        _MODELS[key] = loaded
-        return loaded
 
 
 # --- prompt and schema ---------------------------------------------------------------------
@@ -347,32 +284,6 @@ def to_chat_messages(messages: list[Message], tools: list[ToolSchema]) -> list[d
     return chat
 
 
-def fit_to_context(chat: list[dict[str, str]], count_tokens: Any, budget: int, *,
-                   examples: int = 0) -> list[dict[str, str]]:
-    """Drop the oldest turns after the opening (system, ``examples`` worked examples of
-    two messages each, the task), then shorten the longest message, until the prompt fits
-    ``budget`` tokens."""
-    chat = list(chat)
-    sizes = [count_tokens(m["content"]) + 4 for m in chat]
-    opening = 2 + 2 * examples
-    keep_head = opening if len(chat) > opening and chat[0]["role"] == "system" else 1
-    while sum(sizes) > budget and len(chat) > keep_head + 1:
-        del chat[keep_head]
-        del sizes[keep_head]
-    while sum(sizes) > budget:
-        longest = max(range(len(chat)), key=sizes.__getitem__)
-        excess = sum(sizes) - budget
-        content = chat[longest]["content"]
-        keep_chars = max(0, int(len(content) * (1 - (excess + 8) / max(sizes[longest], 1))))
-        shortened = content[:keep_chars] + " [...]"
-        chat[longest] = {**chat[longest], "content": shortened}
-        new_size = count_tokens(shortened) + 4
-        if new_size >= sizes[longest]:
-            break
-        sizes[longest] = new_size
-    return chat
-
-
 @lru_cache(maxsize=64)
 def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_json))
@@ -386,97 +297,7 @@ def _argument_problems(tool: ToolSchema, arguments: Any) -> list[str]:
             for error in validator.iter_errors(arguments)][:3]
 
 
-class RepeatedKeyGuard:
-    """Watches JSON being written and reports the moment an object repeats a key.
-
-    A repeated key is how a tiny model's loop shows (``"type": "json", "data": ...,
-    "type": "json", ...``); generation stops there and the answer is closed after its last
-    complete member instead of burning the rest of max_tokens.
-    """
-
-    def __init__(self) -> None:
-        self._objects: list[set[str] | None] = []  # keys seen per open object; None: array
-        self._expect_key = False
-        self._in_string = False
-        self._escaped = False
-        self._key: list[str] | None = None
-
-    def feed(self, piece: str) -> bool:
-        """True once a key repeats within one object."""
-        for char in piece:
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == "\\":
-                    self._escaped = True
-                elif char == '"':
-                    self._in_string = False
-                    if self._key is not None and self._finish_key("".join(self._key)):
-                        return True
-                    continue
-                if self._key is not None:
-                    self._key.append(char)
-            elif char == '"':
-                self._in_string = True
-                in_object = bool(self._objects) and self._objects[-1] is not None
-                self._key = [] if in_object and self._expect_key else None
-            elif char in "{[":
-                self._objects.append(set() if char == "{" else None)
-                self._expect_key = char == "{"
-            elif char in "}]":
-                if self._objects:
-                    self._objects.pop()
-                self._expect_key = False
-            elif char == ",":
-                self._expect_key = bool(self._objects) and self._objects[-1] is not None
-            elif char == ":":
-                self._expect_key = False
-        return False
-
-    def _finish_key(self, key: str) -> bool:
-        self._key = None
-        self._expect_key = False
-        keys = self._objects[-1]
-        assert keys is not None
-        if key in keys:
-            return True
-        keys.add(key)
-        return False
-
-
-def fold_system_into_user(chat: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The chat for a format without a system role (llama-cpp-python's Gemma format drops
-    system messages): system text opens the next user message, as Gemma 3's own template
-    does, or becomes a user message of its own."""
-    folded: list[dict[str, str]] = []
-    pending: list[str] = []
-    for message in chat:
-        if message["role"] == "system":
-            pending.append(message["content"])
-            continue
-        if pending and message["role"] == "user":
-            message = {"role": "user", "content": "\n\n".join([*pending, message["content"]])}
-        elif pending:
-            folded.append({"role": "user", "content": "\n\n".join(pending)})
-        pending = []
-        folded.append(message)
-    if pending:
-        folded.append({"role": "user", "content": "\n\n".join(pending)})
-    return folded
-
-
 # --- the adapter ---------------------------------------------------------------------------
-
-@dataclass(slots=True)
-class _Generation:
-    """What the generation thread hands back to the event loop."""
-
-    text: str = ""
-    output_tokens: int = 0
-    input_tokens: int = 0
-    finish_reason: str = "stop"
-    seconds: float = 0.0
-
 
 class LocalAdapter(ModelAdapter):
     name: ClassVar[str] = "local"
@@ -506,6 +327,7 @@ class LocalAdapter(ModelAdapter):
                                "the prompt")
         self.seed = check.integer(adapter, cfg, "seed", minimum=0, maximum=2**31 - 1)
         self.n_threads = check.integer(adapter, cfg, "n_threads", minimum=1, maximum=256)
+        self.system_info = ""  # llama.cpp's CPU features, once load() has run
 
     @property
     def model_name(self) -> str:
@@ -533,14 +355,34 @@ class LocalAdapter(ModelAdapter):
                 details={"model_path": str(self.model_path)})
         return self.model_path
 
-    def _resolve_and_load(self) -> _LoadedModel:
-        chat_format = self.model.chat_format if self.model is not None else None
-        return _load(self._resolved_path(), self.n_ctx, self.n_threads, chat_format)
+    def _model_spec(self) -> dict[str, Any]:
+        """What the host loads: the checked model file and how to load it. Reads (and may
+        assemble) the model, so it runs in a worker thread."""
+        return {"path": str(self._resolved_path()), "n_ctx": self.n_ctx,
+                "n_threads": self.n_threads,
+                "chat_format": self.model.chat_format if self.model is not None else None}
+
+    async def _host_call(self, request: dict[str, Any],
+                         on_text: TextCallback | None = None) -> dict[str, Any]:
+        spec = await asyncio.to_thread(self._model_spec)
+        try:
+            return await model_host().call({**request, "model": spec}, on_text)
+        except ProtocolError as exc:
+            if exc.details.get("stage") != "load":
+                raise
+            raise ProtocolError(
+                ErrorCode.TOOL_FAILURE,
+                f"llama.cpp could not load the model file {spec['path']}: {exc.message}. "
+                f"Check that it is a GGUF model file, or set config 'model' to one Handoff "
+                f"ships ({', '.join(SHIPPED_MODELS)}).",
+                details={"model_path": spec["path"]}) from None
 
     async def load(self) -> float:
-        """Load (or reuse) the model; returns how long the load took, in seconds."""
-        loaded = await asyncio.to_thread(self._resolve_and_load)
-        return loaded.load_seconds
+        """Load (or reuse) the model in the host; returns how long the load took, in
+        seconds. llama.cpp's report of the CPU features it uses goes to the log."""
+        loaded = await self._host_call({"op": "load"})
+        self.system_info = str(loaded.get("system_info", ""))
+        return float(loaded.get("load_seconds", 0.0))
 
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
                        on_text: TextCallback | None = None,
@@ -549,36 +391,27 @@ class LocalAdapter(ModelAdapter):
             # decoding constrained to the one tool: the answer cannot be anything but its call
             tools = [tool for tool in tools if tool["name"] == tool_choice] or tools
         tools = [tool for tool in tools if tool["name"] not in NOT_OFFERED] or tools
-        loaded = await asyncio.to_thread(self._resolve_and_load)
-        llama = loaded.llama
-
-        def count_tokens(text: str) -> int:
-            return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
-        chat = to_chat_messages(messages, tools)
         examples = sum(1 for m in messages if m.get("example") and m.get("role") == "assistant")
-        chat = fit_to_context(chat, count_tokens, self.n_ctx - self.max_tokens - _PROMPT_MARGIN,
-                              examples=examples)
-        if self.model is not None and not self.model.system_role:
-            chat = fold_system_into_user(chat)
-        request: dict[str, Any] = {"messages": chat, "max_tokens": self.max_tokens,
-                                   "temperature": self.temperature, "stream": True}
-        if self.seed is not None:
-            request["seed"] = self.seed
+        generation = await self._host_call({
+            "op": "generate", "chat": to_chat_messages(messages, tools),
+            "prompt_budget": self.n_ctx - self.max_tokens - _PROMPT_MARGIN,
+            "examples": examples,
+            "fold_system": self.model is not None and not self.model.system_role,
+            "schema": answer_schema(tools) if tools else None,
+            "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
+        }, on_text)
+        turn = ModelTurn(text=str(generation.get("text", "")),
+                         input_tokens=int(generation.get("input_tokens", 0)),
+                         output_tokens=int(generation.get("output_tokens", 0)),
+                         model=self.model_name,
+                         finish_reason=str(generation.get("finish_reason", "stop")))
         if tools:
-            request["response_format"] = {"type": "json_object", "schema": answer_schema(tools)}
-
-        generation = await self._generate(loaded, request, on_text)
-        turn = ModelTurn(text=generation.text, input_tokens=generation.input_tokens,
-                         output_tokens=generation.output_tokens, model=self.model_name,
-                         finish_reason=generation.finish_reason)
-        if tools:
-            turn.tool_calls = [self._tool_call(generation, tools)]
+            turn.tool_calls = [self._tool_call(turn, tools)]
             turn.text = ""
             turn.finish_reason = "tool_calls"
         return turn
 
-    def _tool_call(self, generation: _Generation, tools: list[ToolSchema]) -> ToolCall:
+    def _tool_call(self, generation: ModelTurn, tools: list[ToolSchema]) -> ToolCall:
         try:
             candidates: Iterable[Any] = [json.loads(generation.text)]
         except json.JSONDecodeError:
@@ -605,93 +438,3 @@ class LocalAdapter(ModelAdapter):
         assert isinstance(answer, dict)
         return ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=str(answer["name"]),
                         arguments=dict(answer["arguments"]))
-
-    async def _generate(self, loaded: _LoadedModel, request: dict[str, Any],
-                        on_text: TextCallback | None) -> _Generation:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        cancel = threading.Event()
-
-        def send(kind: str, value: Any) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
-            except RuntimeError:
-                cancel.set()  # the loop is gone: nobody is listening any more
-
-        def work() -> None:
-            try:
-                send("done", _run_generation(loaded, request, cancel,
-                                             lambda piece: send("text", piece)))
-            except ProtocolError as exc:
-                send("error", exc)
-            except Exception as exc:
-                send("error", ProtocolError(ErrorCode.TOOL_FAILURE,
-                                            f"The local model failed: {exc}"))
-
-        # A dedicated thread rather than the default executor: a generation waiting for the
-        # model lock must not hold one of the few shared executor workers.
-        threading.Thread(target=work, name=GENERATION_THREAD, daemon=True).start()
-        try:
-            while True:
-                kind, value = await queue.get()
-                if kind == "text":
-                    if on_text is not None:
-                        await on_text(value)
-                elif kind == "done":
-                    result: _Generation = value
-                    return result
-                else:
-                    raise value
-        finally:
-            # Reached on success, error and cancellation alike; stops a generation that is
-            # still running (cancelled coroutine) within one token.
-            cancel.set()
-
-
-def _run_generation(loaded: _LoadedModel, request: dict[str, Any], cancel: threading.Event,
-                    emit: Any) -> _Generation:
-    """Runs in the generation thread: waits for the model, streams, stops when cancelled."""
-    while not loaded.generate_lock.acquire(timeout=0.05):
-        if cancel.is_set():
-            return _Generation(finish_reason="cancelled")
-    try:
-        if cancel.is_set():
-            return _Generation(finish_reason="cancelled")
-        started = time.perf_counter()
-        result = _Generation()
-        parts: list[str] = []
-        try:
-            chunks = loaded.llama.create_chat_completion(**request)
-        except ValueError as exc:
-            raise ProtocolError(ErrorCode.TOOL_FAILURE,
-                                f"The local model refused the request: {exc}") from None
-        guard = RepeatedKeyGuard() if "response_format" in request else None
-        try:
-            for chunk in chunks:
-                if cancel.is_set():
-                    result.finish_reason = "cancelled"
-                    break
-                choice = chunk["choices"][0]
-                piece = choice.get("delta", {}).get("content")
-                if piece:
-                    parts.append(piece)
-                    result.output_tokens += 1
-                    emit(piece)
-                    if guard is not None and guard.feed(piece):
-                        result.finish_reason = "stop"
-                        break
-                if choice.get("finish_reason"):
-                    result.finish_reason = choice["finish_reason"]
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()  # ends llama.cpp's token loop at once if we broke out early
-        result.text = "".join(parts)
-        # n_tokens counts what the context evaluated: the prompt plus every generated token
-        # but the last (a token is evaluated only when the next one is asked for).
-        evaluated_output = max(0, result.output_tokens - 1)
-        result.input_tokens = max(0, int(loaded.llama.n_tokens) - evaluated_output)
-        result.seconds = time.perf_counter() - started
-        return result
-    finally:
-        loaded.generate_lock.release()
