@@ -350,8 +350,8 @@ def initial_from_packet(packet: dict[str, Any]) -> dict[str, Any]:
 
 def new_initial(skill: Skill | None = None, role: str | None = None) -> dict[str, Any]:
     """Where a new delegation starts: a timeout and a budget, and the skill's role, output
-    schema and capabilities (or the role picked; an agloop role also gets the standard
-    checklist). The goal and the input stay empty, and nothing else is filled in: what the
+    schema and capabilities (or the role picked; an executor also gets the standard
+    checklist, which the agloop protocol gives executors). The goal and the input stay empty, and nothing else is filled in: what the
     model is told is what the skill says and what the person writes (a pre-filled coding
     checklist or allowed_inputs list changed a price lookup's answer)."""
     initial: dict[str, Any] = {
@@ -364,7 +364,7 @@ def new_initial(skill: Skill | None = None, role: str | None = None) -> dict[str
             "expected_output_schema": skill.output_schema or None,
             "capabilities": list(skill.capabilities or []),
         })
-    elif role in AGLOOP_ROLES:
+    elif role == "executor":
         initial["anti_laziness_checklist"] = STANDARD_CHECKLIST_ITEMS
     return initial
 

@@ -3,8 +3,10 @@
     .venv/bin/python -m tests.evals                       # every installed shipped model
     .venv/bin/python -m tests.evals --models gemma3-270m  # one model
     .venv/bin/python -m tests.evals --cases price-usd,review-mixed --verbose
+    .venv/bin/python -m tests.evals --paths composer      # only the composer's packets
 
-Each case runs with sampling seed = its number, so a run can be repeated. A model whose
+Every case runs on both paths (its minimal packet, and the packet the composer makes of
+it), each with sampling seed = its number, so a run can be repeated. A model whose
 package is not installed is listed with what to install instead of a score.
 """
 
@@ -13,15 +15,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 
-from delegations.protocol.adapters.local import LocalAdapter
-from delegations.protocol.adapters.local_models import (
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "handoff_site.settings")
+django.setup()   # the composer path fills the composer's own form
+
+from delegations.protocol.adapters.local import LocalAdapter  # noqa: E402
+from delegations.protocol.adapters.local_models import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
     installed,
     shipped_models,
 )
-from tests.evals.harness import (
+from tests.evals.harness import (  # noqa: E402
+    PATHS,
     CaseResult,
     ModelReport,
     case_table,
@@ -33,31 +42,38 @@ from tests.evals.harness import (
 
 def _print_result(result: CaseResult) -> None:
     mark = "pass" if result.passed else "FAIL"
-    line = f"  {mark}  {result.case.id:<24} {result.wall_seconds:5.2f} s  {result.state}"
+    line = f"  {mark}  {result.path:<8} {result.case.id:<24} {result.wall_seconds:5.2f} s  {result.state}"
     if not result.passed:
         line += f"  ({result.why})"
     print(line, flush=True)
 
 
-async def _evaluate(model: str, cases: list, verbose: bool) -> ModelReport:
+async def _evaluate(model: str, cases: list, verbose: bool, paths: list[str]) -> list[ModelReport]:
     warm = LocalAdapter({"model": model})
     load_seconds = await warm.load()
-    print(f"{model}: loaded in {load_seconds:.1f} s, {len(cases)} cases", flush=True)
-    report = await evaluate(model, lambda seed: LocalAdapter({"model": model, "seed": seed}),
-                            cases, on_result=_print_result if verbose else None)
-    report.load_seconds = load_seconds
-    return report
+    print(f"{model}: loaded in {load_seconds:.1f} s, {len(cases)} cases on {', '.join(paths)}", flush=True)
+    reports = []
+    for path in paths:
+        report = await evaluate(model, lambda seed: LocalAdapter({"model": model, "seed": seed}),
+                                cases, path=path, on_result=_print_result if verbose else None)
+        report.load_seconds = load_seconds
+        reports.append(report)
+    return reports
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated shipped model names (default: all)")
     parser.add_argument("--cases", help="comma-separated case ids (default: all)")
+    parser.add_argument("--paths", help=f"comma-separated paths (default: {','.join(PATHS)})")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per case")
     parser.add_argument("--json", action="store_true", help="the reports as JSON lines too")
     args = parser.parse_args()
     names = args.models.split(",") if args.models else [m.name for m in shipped_models()]
     cases = load_cases(only=args.cases.split(",") if args.cases else ())
+    paths = args.paths.split(",") if args.paths else list(PATHS)
+    if unknown := [path for path in paths if path not in PATHS]:
+        parser.error(f"no path named {', '.join(unknown)}; choose from {', '.join(PATHS)}")
     reports: list[ModelReport] = []
     for name in names:
         model = next((m for m in shipped_models() if m.name == name), None)
@@ -67,7 +83,7 @@ def main() -> int:
         if not installed(name):
             print(f"{name}: not installed ({model.install}); skipped", flush=True)
             continue
-        reports.append(asyncio.run(_evaluate(name, cases, args.verbose)))
+        reports.extend(asyncio.run(_evaluate(name, cases, args.verbose, paths)))
     if not reports:
         print("No shipped model is installed: pip install 'handoff[local]'.")
         return 1
@@ -79,7 +95,7 @@ def main() -> int:
           "· schema-valid only, ✗ neither)")
     if args.json:
         for report in reports:
-            print(json.dumps({"model": report.model, "passed": report.passed,
+            print(json.dumps({"model": report.model, "path": report.path, "passed": report.passed,
                               "schema_valid": report.schema_valid, "cases": len(report.results),
                               "tokens_per_s": round(report.tokens_per_second, 1),
                               "median_wall_s": round(report.median_wall_seconds, 3),

@@ -1,5 +1,7 @@
 """The evaluation suite: reference delegations run on a model and scored by their own
-success criteria.
+success criteria, each on two paths: the case's minimal packet, and the packet the
+composer makes of it (:func:`composer_packet`: the skill's "Start a run" form filled with
+the case's goal and input, as a person fills it, and read back as the composer saves it).
 
 Each case in ``cases.json`` is a packet (a built-in skill with fixed ``input_data``, or one
 of the protocol's roles with an inline contract) and its expectations: machine-checkable
@@ -11,7 +13,11 @@ run ends COMPLETE, its own criteria are met and so is every expectation; it is
 *schema-valid* when the result's ``output_payload`` validates against the run's expected
 output schema, right answer or not. Runs go through the real ``Runner`` (in
 memory: no database), with skills read from ``skills/builtin`` the way the registry
-resolves them (``name@version``, or ``name`` for the highest version).
+resolves them (``name@version``, or ``name`` for the highest version). Expectations are
+checked against the true values and may use the grounding criteria (``quoted_from``
+against the case's input), so a copied worked example counts wrong. A case with
+``expect_error`` passes only when the run ends with that error code (a missing source
+must be said, not answered).
 """
 
 from __future__ import annotations
@@ -25,23 +31,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django import forms
 from jsonschema import Draft202012Validator
 
+from delegations.composer.forms import (
+    INPUT_FIELD,
+    ComposerForm,
+    initial_from_packet,
+    new_initial,
+    packet_from_form,
+)
 from delegations.protocol.adapters.base import ModelAdapter
 from delegations.protocol.approvals import AutoGate
 from delegations.protocol.checkpoints import MemoryCheckpointStore
 from delegations.protocol.criteria import CriterionResult, evaluate_criteria
 from delegations.protocol.events import MemorySink
 from delegations.protocol.lifecycle import RunState
-from delegations.protocol.manifest import SkillManifest, load_bundle
+from delegations.protocol.manifest import SkillBundle, SkillManifest, load_bundle
 from delegations.protocol.manifest.versions import latest_version
+from delegations.protocol.packet import parse_packet
 from delegations.protocol.runner import Runner, RunnerSettings, RunOutcome
+from skills.models import Skill, SkillSource
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_FILE = Path(__file__).with_name("cases.json")
 BUILTIN_SKILLS = ROOT / "skills" / "builtin"
 
 AdapterFactory = Callable[[int], ModelAdapter]   # case number -> a fresh adapter
+PATHS = ("minimal", "composer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +67,13 @@ class EvalCase:
     title: str
     packet: dict[str, Any]
     expect: list[dict[str, Any]]
+    expect_error: str | None = None   # the error code the run must end with, e.g. a missing input
 
 
 def load_cases(path: Path = CASES_FILE, only: Iterable[str] = ()) -> list[EvalCase]:
     """The reference delegations, in file order (``only``: just these ids)."""
     wanted = set(only)
-    cases = [EvalCase(item["id"], item["title"], item["packet"], item["expect"])
+    cases = [EvalCase(item["id"], item["title"], item["packet"], item["expect"], item.get("expect_error"))
              for item in json.loads(path.read_text(encoding="utf-8"))]
     unknown = wanted - {case.id for case in cases}
     if unknown:
@@ -69,24 +87,77 @@ class BuiltinSkills:
 
     def __init__(self, folder: Path = BUILTIN_SKILLS) -> None:
         self.by_ref: dict[str, SkillManifest] = {}
+        self.bundles: dict[str, SkillBundle] = {}
         for bundle_dir in sorted(path for path in folder.iterdir() if path.is_dir()):
             bundle = load_bundle(bundle_dir)
             manifest = bundle.manifest
             if bundle.instructions and not manifest.instructions:
                 manifest = manifest.model_copy(update={"instructions": bundle.instructions})
             self.by_ref[manifest.ref] = manifest
+            self.bundles[manifest.ref] = bundle
+
+    def pinned(self, ref: str) -> str | None:
+        """``name@version`` for ``ref`` (``name`` alone: its highest version)."""
+        if "@" in ref:
+            return ref if ref in self.by_ref else None
+        newest = latest_version([m.version for m in self.by_ref.values() if m.skill_name == ref])
+        return f"{ref}@{newest}" if newest else None
 
     async def __call__(self, ref: str) -> SkillManifest | None:
-        if "@" in ref:
-            return self.by_ref.get(ref)
-        versions = [m.version for m in self.by_ref.values() if m.skill_name == ref]
-        newest = latest_version(versions)
-        return self.by_ref.get(f"{ref}@{newest}") if newest else None
+        pinned = self.pinned(ref)
+        return self.by_ref.get(pinned) if pinned else None
+
+    def row(self, ref: str) -> Skill:
+        """The skill as the registry holds it (unsaved): what the composer is opened with."""
+        pinned = self.pinned(ref)
+        if pinned is None:
+            raise ValueError(f"no built-in skill {ref}")
+        bundle = self.bundles[pinned]
+        return Skill.from_bundle(bundle, raw_manifest=bundle.files.get("manifest.json", b"").decode(),
+                                 source=SkillSource.BUILTIN)
+
+
+def posted(form: forms.Form) -> dict[str, Any]:
+    """What a browser posts for ``form`` as drawn (every field at its shown value)."""
+    data: dict[str, Any] = {}
+    for bound in form:
+        value = bound.value()
+        if isinstance(bound.field, forms.BooleanField):
+            if value:
+                data[bound.html_name] = "on"
+        elif isinstance(value, list | tuple):
+            data[bound.html_name] = [str(item) for item in value]
+        elif value is not None:
+            data[bound.html_name] = str(value)
+    return data
+
+
+def composer_packet(case: EvalCase, skills: BuiltinSkills) -> dict[str, Any]:
+    """The packet the composer saves for ``case`` when a person starts it as the page
+    offers (a skill's "Start a run with this skill", else the role) and fills in the
+    case's goal and input and, without a skill, the rest of its contract; nothing else is
+    touched."""
+    packet = case.packet
+    skill = skills.row(packet["skill"]) if packet.get("skill") else None
+    if skill is not None:
+        initial = {**new_initial(skill), "goal": packet.get("goal", ""), INPUT_FIELD: packet.get("input_data", {})}
+    else:
+        canonical = parse_packet(packet).to_dict()
+        initial = {**new_initial(role=canonical.get("subagent_type")), **initial_from_packet(canonical)}
+    shown = ComposerForm(skill=skill, initial=initial)
+    data = {**posted(shown), **posted(shown.criteria.management_form)}
+    for row in shown.criteria:
+        data.update(posted(row))
+    filled = ComposerForm(data, skill=skill)
+    if not filled.is_valid():
+        raise ValueError(f"{case.id}: the composer refuses the case's input: {filled.errors.as_text()}")
+    return packet_from_form(filled.cleaned_data)
 
 
 @dataclass(slots=True)
 class CaseResult:
     case: EvalCase
+    path: str
     state: str
     passed: bool
     schema_valid: bool
@@ -100,6 +171,7 @@ class CaseResult:
 @dataclass(slots=True)
 class ModelReport:
     model: str
+    path: str = "minimal"
     results: list[CaseResult] = field(default_factory=list)
     load_seconds: float | None = None
 
@@ -129,14 +201,15 @@ def _why(outcome: RunOutcome, unmet: list[CriterionResult]) -> str:
 
 
 async def run_case(case: EvalCase, adapter: ModelAdapter, skills: BuiltinSkills,
-                   workspace: Path) -> CaseResult:
+                   workspace: Path, path: str = "minimal") -> CaseResult:
     sink = MemorySink()
     runner = Runner(sink=sink, gate=AutoGate(), checkpoints=MemoryCheckpointStore(),
                     settings=RunnerSettings(token_key=b"eval-token-key-0123456",
                                             workspace_root=workspace),
                     skills=skills)
+    packet = composer_packet(case, skills) if path == "composer" else case.packet
     started = time.perf_counter()
-    outcome = await runner.start(case.packet, adapter=adapter)
+    outcome = await runner.start(packet, adapter=adapter)
     wall = time.perf_counter() - started
     calls = [event.data for event in sink.of_type("model_call")]
     result = outcome.result
@@ -144,17 +217,29 @@ async def run_case(case: EvalCase, adapter: ModelAdapter, skills: BuiltinSkills,
     schema_valid = (result is not None and schema is not None
                     and Draft202012Validator(schema).is_valid(result.output_payload))
     unmet: list[CriterionResult] = []
-    if result is not None:
-        unmet = [item for item in evaluate_criteria(result, list(case.expect), schema).items
-                 if not item.met]
-    passed = (outcome.state is RunState.COMPLETE and not unmet
-              and bool((outcome.criteria_report or {}).get("all_met", True)))
+    if case.expect_error is not None:
+        code = (outcome.error or {}).get("code")
+        passed = outcome.state is not RunState.COMPLETE and code == case.expect_error
+        why = "" if passed else f"{outcome.state} {code or ''}: expected {case.expect_error}, " \
+                                f"got {_short(result.output_payload if result else None)}"
+    else:
+        if result is not None:
+            unmet = [item for item in evaluate_criteria(result, list(case.expect), schema,
+                                                        case.packet.get("input_data") or {}).items
+                     if not item.met]
+        passed = (outcome.state is RunState.COMPLETE and not unmet
+                  and bool((outcome.criteria_report or {}).get("all_met", True)))
+        why = "" if passed else _why(outcome, unmet)
     return CaseResult(
-        case=case, state=str(outcome.state), passed=passed, schema_valid=schema_valid,
+        case=case, path=path, state=str(outcome.state), passed=passed, schema_valid=schema_valid,
         output_tokens=sum(int(call.get("output_tokens") or 0) for call in calls),
         model_seconds=sum(float(call.get("duration_ms") or 0) for call in calls) / 1000,
         wall_seconds=wall, payload=result.output_payload if result is not None else None,
-        why="" if passed else _why(outcome, unmet))
+        why=why[:200])
+
+
+def _short(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)[:80]
 
 
 async def _expected_schema(case: EvalCase, skills: BuiltinSkills) -> dict[str, Any] | None:
@@ -166,13 +251,14 @@ async def _expected_schema(case: EvalCase, skills: BuiltinSkills) -> dict[str, A
 
 
 async def evaluate(model: str, make_adapter: AdapterFactory, cases: list[EvalCase], *,
+                   path: str = "minimal",
                    on_result: Callable[[CaseResult], None] | None = None) -> ModelReport:
-    """Every case on one model, one after the other (case ``i`` gets adapter ``i``)."""
+    """Every case on one model and one path, one after the other (case ``i`` gets adapter ``i``)."""
     skills = BuiltinSkills()
-    report = ModelReport(model)
+    report = ModelReport(model, path)
     with tempfile.TemporaryDirectory(prefix="handoff-eval-") as folder:
         for number, case in enumerate(cases):
-            result = await run_case(case, make_adapter(number), skills, Path(folder))
+            result = await run_case(case, make_adapter(number), skills, Path(folder), path)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -180,12 +266,12 @@ async def evaluate(model: str, make_adapter: AdapterFactory, cases: list[EvalCas
 
 
 def summary_table(reports: list[ModelReport]) -> str:
-    """The per-model table (Markdown)."""
-    lines = ["| model | all criteria met | schema-valid | tokens/s | wall per run (median) |",
-             "|---|---|---|---|---|"]
+    """The per-model, per-path table (Markdown)."""
+    lines = ["| model | path | all criteria met | schema-valid | tokens/s | wall per run (median) |",
+             "|---|---|---|---|---|---|"]
     for report in reports:
         total = len(report.results)
-        lines.append(f"| `{report.model}` | **{report.passed}/{total}** | "
+        lines.append(f"| `{report.model}` | {report.path} | **{report.passed}/{total}** | "
                      f"{report.schema_valid}/{total} | {report.tokens_per_second:.0f} | "
                      f"{report.median_wall_seconds:.2f} s |")
     return "\n".join(lines)
@@ -193,7 +279,7 @@ def summary_table(reports: list[ModelReport]) -> str:
 
 def case_table(reports: list[ModelReport]) -> str:
     """Which model passed which case (Markdown): ✓ passed, · schema-valid only, ✗ neither."""
-    header = "| case | " + " | ".join(f"`{r.model}`" for r in reports) + " |"
+    header = "| case | " + " | ".join(f"`{r.model}` {r.path}" for r in reports) + " |"
     lines = [header, "|---|" + "---|" * len(reports)]
     if not reports:
         return "\n".join(lines)

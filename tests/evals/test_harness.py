@@ -16,9 +16,11 @@ from delegations.protocol.lint import Severity, lint_packet
 from delegations.protocol.packet import parse_packet
 from delegations.protocol.runner.acceptance import merge_skill
 from tests.evals.harness import (
+    PATHS,
     BuiltinSkills,
     EvalCase,
     case_table,
+    composer_packet,
     evaluate,
     load_cases,
     run_case,
@@ -30,12 +32,16 @@ RIGHT: dict[str, dict[str, Any]] = {
     "price-usd": {"price": 175.22, "currency": "USD", "timestamp": "2023-11-01T14:30:00Z"},
     "price-eur": {"price": 71.4, "currency": "EUR"},
     "price-gbp": {"price": 38.61, "currency": "GBP"},
+    "price-headphones": {"price": 279.99, "currency": "USD"},
+    "price-no-quote": {},   # no price at all: it says the quote is missing (MISSING below)
     "review-negative": {"sentiment": "negative", "evidence": "arrived cracked"},
     "review-positive": {"sentiment": "positive", "evidence": "worked perfectly ever since"},
     "review-mixed": {"sentiment": "mixed", "evidence": "beautiful photos, but the app crashes"},
+    "review-battery": {"sentiment": "negative", "evidence": "battery died after two days"},
     "context-year": {"answer": "1889", "evidence": "It was completed in 1889 for the World's Fair.",
                      "found": True},
     "context-absent": {"answer": "The context does not say.", "evidence": "", "found": False},
+    "context-library": {"answer": "2011", "evidence": "The city library was founded in 2011.", "found": True},
     "pick-files": {"files_to_modify": ["accounts/views.py"]},
     "plan-3-steps": {"steps": ["Write a migration adding the column", "Set it on login",
                                "Show it in the admin"]},
@@ -45,10 +51,26 @@ RIGHT: dict[str, dict[str, Any]] = {
 }
 
 
+# the first worked example's answer of each skill: what a model that copies gives
+COPIED: dict[str, dict[str, Any]] = {
+    "price-research": {"price": 189.84, "currency": "USD"},
+    "review-sentiment": {"evidence": "stopped charging after a week", "sentiment": "negative"},
+    "context-answer": {"evidence": "", "answer": "The passage does not say.", "found": False},
+}
+MISSING = {"status": "FAILURE", "output_payload": {},
+           "error_report": {"code": "ERR_INSUFFICIENT_CONTEXT", "message": "No quote_text to read the price from."}}
+
+
 def answering(payload: dict[str, Any]) -> ScriptedAdapter:
     """A model that gives ``payload``, and gives it again in the self-correction turn."""
     turn = {"tool_calls": [{"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": payload}}]}
     return ScriptedAdapter({"script": [turn, turn]})
+
+
+def right(case: EvalCase) -> ScriptedAdapter:
+    if case.expect_error is not None:
+        return ScriptedAdapter({"script": [{"tool_calls": [{"name": "yield_control", "arguments": MISSING}]}]})
+    return answering(RIGHT[case.id])
 
 
 def test_there_are_at_least_twelve_cases_each_a_sound_delegation_with_checkable_expectations():
@@ -70,13 +92,40 @@ def test_there_are_at_least_twelve_cases_each_a_sound_delegation_with_checkable_
     assert set(RIGHT) == {case.id for case in cases}
 
 
-async def test_right_answers_pass_every_case_and_the_tables_say_so() -> None:
+@pytest.mark.parametrize("path", PATHS)
+async def test_right_answers_pass_every_case_on_both_paths_and_the_tables_say_so(path: str) -> None:
     cases = load_cases()
-    report = await evaluate("scripted", lambda number: answering(RIGHT[cases[number].id]), cases)
+    report = await evaluate("scripted", lambda number: right(cases[number]), cases, path=path)
     assert [result.case.id for result in report.results if not result.passed] == []
-    assert report.passed == report.schema_valid == len(cases)
-    assert f"**{len(cases)}/{len(cases)}**" in summary_table([report])
-    assert "✗" not in case_table([report]) and "·" not in case_table([report])
+    assert report.passed == len(cases) and report.path == path
+    assert f"| {path} | **{len(cases)}/{len(cases)}** |" in summary_table([report])
+    assert "✗" not in case_table([report])
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_copied_worked_example_counts_wrong_on_every_skill_case(path: str) -> None:
+    cases = [case for case in load_cases() if case.packet.get("skill") and case.expect_error is None]
+    skill_of = [str(case.packet["skill"]) for case in cases]
+    report = await evaluate("scripted", lambda number: answering(COPIED[skill_of[number]]), cases, path=path)
+    # context-absent's right answer is the copied one: "not found" is right there
+    assert [result.case.id for result in report.results if result.passed] == ["context-absent"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_an_invented_price_for_a_missing_quote_is_never_a_success(path: str, tmp_path: Path) -> None:
+    [case] = load_cases(only=["price-no-quote"])
+    result = await run_case(case, answering({"price": 2915, "currency": "JPY"}), BuiltinSkills(), tmp_path, path)
+    # the skill's criteria refuse the guess, and the run ends saying which input is missing
+    assert result.state == "FAILED" and result.passed and result.why == ""
+
+
+def test_the_composer_path_is_the_packet_the_start_button_makes_with_nothing_added() -> None:
+    skills = BuiltinSkills()
+    [case] = load_cases(only=["price-headphones"])
+    packet = composer_packet(case, skills)
+    assert packet["skill"] == "price-research@1.3.0" and packet["input_data"] == case.packet["input_data"]
+    assert packet["goal"] == case.packet["goal"]
+    assert not {"anti_laziness_checklist", "allowed_inputs", "success_criteria"} & set(packet)
 
 
 async def test_a_wrong_answer_is_schema_valid_but_fails_the_skills_own_criteria(tmp_path: Path) -> None:
