@@ -47,6 +47,13 @@ class SchemaFields:
     objects: dict[tuple[str, ...], bool] = field(default_factory=dict)  # object path -> required
     layout: list[LayoutItem] = field(default_factory=list)
 
+    def name_at(self, path: tuple[str, ...]) -> str | None:
+        """The field standing for ``path`` in ``input_data`` (the first field for the whole
+        of it), None when no field does."""
+        if not path:
+            return next(iter(self.fields), None)
+        return next((name for name, at in self.paths.items() if at == path), None)
+
 
 def _type_of(schema: dict[str, Any]) -> str | None:
     kind = schema.get("type")
@@ -112,6 +119,27 @@ class JSONValueField(forms.JSONField):
         if isinstance(value, InvalidJSONInput):
             return value   # the text as typed
         return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class TextField(forms.CharField):
+    """Text refused beyond ``max_length`` with the limit named, never cut: it sets no
+    ``maxlength`` attribute, with which a browser drops what is pasted past the limit
+    without a word (a 2,520-character review became 2,000)."""
+
+    def __init__(self, *, max_length: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.limit = max_length
+        if max_length is not None:
+            self.validators.append(_at_most(max_length))
+            self.help_text = " ".join(filter(None, [str(self.help_text), f"At most {max_length:,} characters."]))
+
+
+def _at_most(limit: int) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if len(value) > limit:
+            raise ValidationError(f"This is {len(value):,} characters long; the limit is {limit:,}. "
+                                  "Shorten it: nothing was cut.")
+    return check
 
 
 class LinesField(forms.CharField):
@@ -199,7 +227,7 @@ def scalar_field(schema: dict[str, Any], *, required: bool, label: str = "",
         pattern = schema.get("pattern")
         validators = ([RegexValidator(pattern, f"Must match the pattern {pattern}.")]
                       if isinstance(pattern, str) else [])
-        return forms.CharField(
+        return TextField(
             required=required, min_length=schema.get("minLength"), max_length=max_length,
             validators=validators, strip=False,
             widget=forms.Textarea(attrs={"rows": 4}) if long else forms.TextInput, **common)
@@ -290,13 +318,24 @@ def _parent(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
 
 
 def initial_from_input_data(input_data: dict[str, Any], fields: SchemaFields) -> dict[str, Any]:
-    """Initial values for the fields from an ``input_data`` dict (keys the schema does not
-    know are not shown here; the composer keeps them)."""
+    """Initial values for the fields from an ``input_data`` dict. Keys the schema does not
+    know are not shown here, nor values a field cannot give back as they are (a number
+    where the schema says text would come back as "42"): the composer keeps both as
+    typed, and the skill's input check says what is wrong with them."""
     initial: dict[str, Any] = {}
     for name, path in fields.paths.items():
         value: Any = input_data
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
-        if value is not None:
+        if value is not None and gives_back(fields.fields[name], value):
             initial[name] = value
     return initial
+
+
+def gives_back(form_field: forms.Field, value: Any) -> bool:
+    """Whether ``form_field`` shows ``value`` and cleans it back to the same value and type."""
+    try:
+        cleaned = form_field.clean(form_field.prepare_value(value))
+    except ValidationError:
+        return True   # shown, and refused with its reason: nothing changes silently
+    return bool(cleaned == value and type(cleaned) is type(value))

@@ -190,6 +190,9 @@ def delegation_update(*, delegation: Delegation, user: Any, base_version: int, n
     if position is not None:
         changes["position"] = _checked_position(position)
     with transaction.atomic():
+        unchanged = _unchanged(delegation, base_version, changes)
+        if unchanged is not None:
+            return unchanged
         saved = Delegation.objects.filter(pk=delegation.pk, version=base_version).update(
             **changes, version=F("version") + 1, updated_by=user, updated_at=timezone.now())
         if not saved:
@@ -197,6 +200,19 @@ def delegation_update(*, delegation: Delegation, user: Any, base_version: int, n
         delegation.refresh_from_db()
         delegation.keep_version(saved_by=user)
     return delegation
+
+
+def _unchanged(delegation: Delegation, base_version: int, changes: dict[str, Any]) -> Delegation | None:
+    """The delegation as it is, when ``changes`` on ``base_version`` would change nothing
+    (pressing Save and run again on the same form keeps its version); else None."""
+    current = Delegation.objects.filter(pk=delegation.pk, version=base_version).first()
+    if current is None:
+        return None
+    for key, value in changes.items():
+        now = current.parent if key == "parent" else getattr(current, key)
+        if now != value:
+            return None
+    return current
 
 
 def _stale(delegation: Delegation, base_version: int) -> DelegationError:

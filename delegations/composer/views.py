@@ -392,12 +392,38 @@ def _lint(form: ComposerForm, delegation: Delegation | None) -> LintReport:
     """The report for a bound form: the form's own errors come first, as problems, and what
     did clean is linted as the packet it stands for."""
     valid = form.is_valid()
-    report = lint_report(packet_from_form(form.cleaned_data), parent=_parent_packet(delegation))
+    packet = packet_from_form(form.cleaned_data)
+    report = lint_report(packet, parent=_parent_packet(delegation))
     if valid:
         return report
-    problems = [{"field": name if name != "__all__" else "success_criteria", "message": str(message)}
-                for name, errors in form.errors.items() for message in errors]
-    return replace(report, problems=problems + report.problems)
+    # an input the field cannot show as it is (42 where the skill wants text) is kept in
+    # "Other packet fields": the skill's check of that value speaks for the empty field
+    problems = [{"field": _packet_path(form, name), "message": str(message)}
+                for name, errors in form.errors.items() if not _kept_in_other(form, name, packet)
+                for message in errors]
+    # a value the form refused is missing from the packet, and the skill's input check
+    # would say so again ("'review' is a required property"): one error per field
+    refused = {form.anchor(problem["field"]) for problem in problems}
+    return replace(report, problems=problems + [problem for problem in report.problems
+                                                if form.anchor(problem["field"]) not in refused])
+
+
+def _kept_in_other(form: ComposerForm, name: str, packet: dict[str, Any]) -> bool:
+    path = form.input_fields.paths.get(name) if form.input_fields is not None else None
+    value: Any = packet.get("input_data")
+    for key in path or ():
+        value = value.get(key) if isinstance(value, dict) else None
+    return path is not None and value is not None
+
+
+def _packet_path(form: ComposerForm, name: str) -> str:
+    """Where form field ``name`` sits in the packet, named as lint names fields
+    (``input_data.review``, ``budget.max_tokens``)."""
+    if name == "__all__":
+        return "success_criteria"
+    if form.input_fields is not None and name in form.input_fields.paths:
+        return ".".join(("input_data", *form.input_fields.paths[name]))
+    return name.replace("__", ".")
 
 
 def _unbound_report(form: ComposerForm, packet: dict[str, Any], delegation: Delegation | None) -> LintReport:

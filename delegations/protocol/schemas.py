@@ -542,7 +542,16 @@ def validate_instance(schema: dict[str, Any], instance: object, field: str = "")
         errors = sorted(validator.iter_errors(instance), key=_error_sort_key)
     except (SchemaError, RecursionError, TypeError, ValueError) as exc:
         return [Issue(field, f"could not validate: {_short(str(exc))}")]
-    return [Issue(join_path(field, error.absolute_path), _short(error.message)) for error in errors]
+    return [Issue(join_path(field, error.absolute_path), _message(error)) for error in errors]
+
+
+def _message(error: ValidationError) -> str:
+    # jsonschema quotes the whole text it refuses a length for; the figures are what a
+    # person needs to fix it (a 2,520-character review against a 2,000 limit)
+    if error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
+        bound = "at most" if error.validator == "maxLength" else "at least"
+        return f"is {len(error.instance):,} characters long; {bound} {error.validator_value:,} allowed"
+    return _short(error.message)
 
 
 def _error_sort_key(error: ValidationError) -> list[str]:

@@ -159,7 +159,7 @@ def test_the_composer_opens_for_each_role(composer_client, role):
 
 def test_the_composer_from_a_skill_draws_its_input_schema(composer_client, skill):
     text = page(composer_client.get(f"{NEW}?skill=address-lookup@1.2.0"))
-    assert 'name="input__query"' in text and 'maxlength="100"' in text
+    assert 'name="input__query"' in text and "At most 100 characters." in text   # said, not cut by maxlength
     assert ('<fieldset class="nested" id="input__address"><legend>address '
             '<span class="muted small">(required)</span></legend>') in text
     assert '<label for="id_input__address__city" class="required">' in text

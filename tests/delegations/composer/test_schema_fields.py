@@ -65,8 +65,11 @@ def test_every_property_gets_a_field_named_by_its_path():
 def test_a_string_is_a_text_input_with_its_limits_and_a_long_one_a_textarea():
     query = FIELDS.fields["input__query"]
     assert isinstance(query.widget, forms.TextInput) and query.required
-    assert query.widget.attrs["maxlength"] == "80" and query.widget.attrs["minlength"] == "2"
-    assert query.help_text == "What to look up."
+    # no maxlength: a browser would cut what is typed past it without a word
+    assert "maxlength" not in query.widget.attrs and query.widget.attrs["minlength"] == "2"
+    assert query.help_text == "What to look up. At most 80 characters."
+    assert errors(input__query="Q" * 81) == {"input__query": [
+        "This is 81 characters long; the limit is 80. Shorten it: nothing was cut."]}
     assert isinstance(FIELDS.fields["input__notes"].widget, forms.Textarea)
     assert errors(input__query="t") == {"input__query": [
         "Must match the pattern ^[A-Z].", "Ensure this value has at least 2 characters (it has 1)."]}
