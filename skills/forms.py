@@ -50,6 +50,28 @@ class CatalogFilterForm(forms.Form):
         return query.urlencode()
 
 
+ZIP_SIGNATURE = b"PK"
+
+
+def _wrong_kind(upload: UploadedFile, *, bundle: bool) -> str:
+    """Why ``upload`` is not what its field takes, or "": a bundle is a zip; a manifest is
+    JSON text (or a zip after all, read as a bundle)."""
+    content = upload.read()
+    upload.seek(0)
+    name = upload.name or "The file"
+    if content.startswith(ZIP_SIGNATURE):
+        return ""
+    if bundle:
+        return (f"{name} is not a zip file. A bundle is a .zip with manifest.json and the entry point's "
+                "instruction file; to import a manifest.json alone, upload it as the manifest.")
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        return (f"{name} is neither a manifest.json (JSON text) nor a bundle (.zip). Upload the skill's "
+                "manifest.json, or a zip of its folder.")
+    return ""
+
+
 class SkillImportForm(forms.Form):
     """Three ways to hand over one skill; exactly one must be used."""
 
@@ -87,6 +109,10 @@ class SkillImportForm(forms.Form):
                 check_upload_size(upload.size or 0, upload.name or "the file")
             except RegistryError as error:
                 self.add_error(name, error.message)
+                continue
+            wrong = _wrong_kind(upload, bundle=name == "bundle_file")
+            if wrong:
+                self.add_error(name, wrong)
         return data
 
     def source(self) -> tuple[str | bytes, str]:
@@ -96,5 +122,5 @@ class SkillImportForm(forms.Form):
             return data["manifest_text"], SkillSource.UPLOAD
         upload: UploadedFile = data.get("bundle_file") or data["manifest_file"]
         content = upload.read()
-        is_bundle = bool(data.get("bundle_file")) or content[:2] == b"PK"  # a zip, whichever field
+        is_bundle = bool(data.get("bundle_file")) or content.startswith(ZIP_SIGNATURE)  # a zip, whichever field
         return content, SkillSource.BUNDLE if is_bundle else SkillSource.UPLOAD

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import zipfile
@@ -350,3 +351,14 @@ def test_a_manifest_that_carries_its_instructions_needs_no_file():
     result = skill_import(source=manifest(instructions="Find the price."), origin="api")
     assert result.skill.instructions == "Find the price."
     assert not any("was not part of this import" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(("field", "said"), [
+    ("bundle_file", "photo.png is not a zip file. A bundle is a .zip with manifest.json"),
+    ("manifest_file", "photo.png is neither a manifest.json (JSON text) nor a bundle (.zip)."),
+])
+def test_an_uploaded_file_of_the_wrong_kind_says_what_it_is_not(composer_client, field, said):
+    upload = SimpleUploadedFile("photo.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", content_type="image/png")
+    page = html.unescape(composer_client.post("/skills/import/", {field: upload}).content.decode())
+    assert said in page and "UTF-8" not in page
+    assert nothing_stored()
