@@ -263,3 +263,14 @@ def test_the_fail_policy_skips_the_inbox(composer, immediate_tasks, settings):
     settings.HANDOFF_INVALID_RESULT_POLICY = "fail"
     run = start(composer, invalid_config())
     assert final(run).state == "FAILED" and not Approval.objects.exists()
+
+
+def test_edited_arguments_are_checked_with_their_formats(composer):
+    run = Run.objects.create(owner=composer, adapter_name="scripted", packet=scripts.packet())
+    approval = Approval.objects.create(run=run, key=f"{run.pk}:capability:call_0_0", kind="capability",
+                                       title="wants to http_get", payload={
+                                           "tool": "http_get", "capability": "network_outbound",
+                                           "arguments": {"url": "https://example.com/quote"}})
+    assert validate_edited_arguments(approval, {"url": "https://example.com/other?page=2"}) == []
+    assert validate_edited_arguments(approval, {"url": "not a url at all"}) == [
+        "url: 'not a url at all' is not a 'uri'"]
