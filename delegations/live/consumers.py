@@ -14,7 +14,7 @@ from django.db.models import Max, Q
 
 from delegations.accounts.roles import can_approve, visible_runs
 from delegations.live import feed
-from delegations.models import Approval, Run, RunEvent
+from delegations.models import Approval, RunEvent
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +77,15 @@ def _query_flag(query_string: bytes, name: str) -> bool:
 
 
 @database_sync_to_async
-def _run_access(user: Any, run_id: str) -> tuple[str, bool, list[str]]:
-    """("ok", is it a root, ids of the run and its descendants) | ("missing", ...) |
-    ("forbidden", ...)."""
-    run = Run.objects.filter(pk=run_id).only("id", "parent_id", "root_id", "owner_id").first()
+def _visible_run(user: Any, run_id: str) -> tuple[bool, list[str]] | None:
+    """(is it a root, ids of the run and its descendants), or None when the run is missing
+    or the user may not see it: like the API's 404, the close code does not tell another
+    user's run from one that does not exist."""
+    run = (visible_runs(user).filter(pk=run_id)
+           .only("id", "parent_id", "root_id", "owner_id").first())
     if run is None:
-        return "missing", False, []
-    if not visible_runs(user).filter(pk=run_id).exists():
-        return "forbidden", False, []
-    return "ok", run.is_root, list(run.tree().values_list("pk", flat=True))
+        return None
+    return run.is_root, list(run.tree().values_list("pk", flat=True))
 
 
 @database_sync_to_async
@@ -176,11 +176,12 @@ class RunConsumer(_JsonFramesConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
-        access, whole_tree, tree = await _run_access(user, self.run_id)
-        if access != "ok":
+        access = await _visible_run(user, self.run_id)
+        if access is None:
             await self.accept()
-            await self.close(code=CLOSE_NOT_FOUND if access == "missing" else CLOSE_FORBIDDEN)
+            await self.close(code=CLOSE_NOT_FOUND)
             return
+        whole_tree, tree = access
         # join first, then read the backlog: an event stored in between arrives both ways
         # and the cursors drop the second copy
         self.held: list[dict[str, Any]] | None = []

@@ -46,9 +46,10 @@
   var TIMELINE_ROWS = 500;   // the rows kept on the page, as the snapshot shows (the API has all)
   var MAX_BACKOFF_MS = 15000;
   var PING_EVERY_MS = 25000;
+  // 4404 also for a run this user may not watch: the server, like the API's 404, does
+  // not tell the two apart
   var FINAL_CLOSE = { 4401: "Signed out: reload the page to sign in again.",
-                      4403: "You may not watch this run.",
-                      4404: "This run no longer exists." };
+                      4404: "This run no longer exists, or you may not watch it." };
 
   var LATE_WINDOW = 50;      // event ids re-read on each refresh (see refresh())
   var cursors = {};          // run id -> last seq received (or rendered in the snapshot)

@@ -187,10 +187,11 @@ async def test_an_unknown_run_is_closed_with_4404(composer: Any) -> None:
     assert await closed_with(communicator) == 4404
 
 
-async def test_someone_elses_run_is_closed_with_4403(composer: Any, outsider: Any) -> None:
+async def test_someone_elses_run_is_closed_with_4404_as_if_it_did_not_exist(
+        composer: Any, outsider: Any) -> None:
     root = await database_sync_to_async(make_root)(composer)
     communicator, _, _ = await connect(outsider, f"/ws/runs/{root.pk}/")
-    assert await closed_with(communicator) == 4403
+    assert await closed_with(communicator) == 4404
 
 
 async def test_malformed_frames_get_an_error_frame_and_the_connection_stays_up(composer: Any) -> None:
