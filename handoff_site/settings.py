@@ -264,9 +264,18 @@ CACHE_URL = env_str("HANDOFF_CACHE_URL")
 if CACHE_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
                           "KEY_PREFIX": "handoff"}}
-# Behind a proxy you trust: the header it appends the client's address to (X-Forwarded-For).
-# Left empty, REMOTE_ADDR is the client (a forged header must not dodge the limits).
-HANDOFF_CLIENT_IP_HEADER = env_str("HANDOFF_CLIENT_IP_HEADER")
+# The proxies (addresses or networks, comma-separated; "*": any) whose X-Forwarded-For and
+# X-Forwarded-Proto `manage.py serve` believes: the client is then the last address a
+# trusted proxy appended. Unset, nobody's: the connecting address is the client, so a
+# forged header can neither dodge the limits above nor lock out someone else's address.
+FORWARDED_ALLOW_IPS = env_list("FORWARDED_ALLOW_IPS", [])
+if env_str("HANDOFF_CLIENT_IP_HEADER"):
+    raise ImproperlyConfigured("HANDOFF_CLIENT_IP_HEADER is no longer read (it believed the header from any "
+                               "address): unset it and set FORWARDED_ALLOW_IPS to your proxy's address.")
+# A request's headers, in bytes and in number: past them the server answers 431 before the
+# request reaches Django (400 when the head was too large to buffer while it arrived).
+HANDOFF_MAX_HEADER_BYTES = env_int("HANDOFF_MAX_HEADER_BYTES", 32 * 1024, minimum=4096)
+HANDOFF_MAX_HEADERS = env_int("HANDOFF_MAX_HEADERS", 100, minimum=20)
 
 # HTTPS in production, behind a proxy that terminates TLS and sets X-Forwarded-Proto:
 # HANDOFF_SECURE=1 makes `manage.py check --deploy` clean (tests/security/test_deploy.py).

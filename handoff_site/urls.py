@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, JsonResponse
 from django.urls import URLPattern, URLResolver, include, path
 
-from delegations.accounts.views import RateLimitedLoginView
+from delegations.accounts.views import RateLimitedLoginView, admin_login
 
 from .api import api
 
@@ -35,6 +35,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
          name="password_change"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(),
          name="password_change_done"),
+    path("admin/login/", admin_login),  # before the admin's own: the login limits apply
     path("admin/", admin.site.urls),
     path("api/", include((_public(list(api_urls)), app_name), namespace=namespace)),
     path("api/<path:rest>", api_not_found),

@@ -18,15 +18,17 @@ from delegations.models import APIToken
 
 
 class BearerTokenAuth(HttpBearer):
-    """An API token; an address that sent too many wrong ones gets 429 for a while
-    (HANDOFF_TOKEN_MAX_FAILURES per HANDOFF_TOKEN_WINDOW_S), even with a right one."""
+    """An API token. Too many wrong ones from an address (HANDOFF_TOKEN_MAX_FAILURES per
+    HANDOFF_TOKEN_WINDOW_S) get 429 for a while, even the right one, counted per token
+    prefix (:meth:`APIToken.known_prefix`): the other tokens used there keep working."""
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        limit, address = token_limit(), f"address:{client_address(request)}"
-        limit.check(address, what="API token attempts")
+        limit = token_limit()
+        attempts = f"address:{client_address(request)}:prefix:{APIToken.known_prefix(token)}"
+        limit.check(attempts, what="API token attempts")
         api_token = APIToken.authenticate(token)
         if api_token is None:
-            limit.fail(address)
+            limit.fail(attempts)
             return None
         request.user = api_token.user
         return api_token.user

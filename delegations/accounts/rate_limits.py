@@ -1,7 +1,7 @@
 """Failed-attempt limits for logins and API tokens, counted in Django's cache.
 
-A client (its address, and for logins also the username tried) that fails too often in a
-window is refused with 429 and ``Retry-After`` until the window ends. Only failures count,
+A client (its address, for logins also the username tried, for API tokens the token's
+prefix) that fails too often in a window is refused with 429 and ``Retry-After`` until the window ends. Only failures count,
 so people who type their password right are never slowed; a success resets a login's
 count. The cache is ``HANDOFF_RATE_LIMIT_CACHE``: with several server processes, point it
 at a shared cache (Redis) or each process counts on its own.
@@ -81,12 +81,6 @@ def token_limit() -> AttemptLimit:
 
 
 def client_address(request: HttpRequest) -> str:
-    """The client's address: REMOTE_ADDR, or behind a trusted proxy the last address it
-    appended to ``HANDOFF_CLIENT_IP_HEADER`` (e.g. X-Forwarded-For)."""
-    header = settings.HANDOFF_CLIENT_IP_HEADER
-    if header:
-        forwarded = request.headers.get(header, "")
-        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
-        if hops:
-            return hops[-1]
+    """The client's address: REMOTE_ADDR, which the server takes from X-Forwarded-For only
+    when a proxy named in FORWARDED_ALLOW_IPS sent it (manage.py serve)."""
     return str(request.META.get("REMOTE_ADDR") or "unknown")

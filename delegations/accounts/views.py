@@ -2,11 +2,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import messages
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import REDIRECT_FIELD_NAME
+from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from delegations.accounts.rate_limits import AttemptLimit, RateLimited, client_address, login_limits
@@ -61,8 +66,9 @@ class RateLimitedLoginView(LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         wait = max(limit.retry_after(key) for limit, key in self._attempts())
         if wait:
-            form = self.get_form()
-            form.errors.clear()
+            # unbound: a bound form's errors would check the password, the work refused here
+            form = self.get_form_class()(request, initial={"username": request.POST.get("username", "")})
+            form.cleaned_data = {}  # what add_error expects of a form that was cleaned
             form.add_error(None, RateLimited("logins", wait).message)
             response = self.render_to_response(self.get_context_data(form=form), status=429)
             response["Retry-After"] = str(wait)
@@ -78,3 +84,20 @@ class RateLimitedLoginView(LoginView):
         by_user, key = self._attempts()[0]
         by_user.reset(key)  # the address keeps its count: one good login must not wipe a spray
         return super().form_valid(form)
+
+
+@never_cache
+@login_not_required
+def admin_login(request: HttpRequest) -> HttpResponseBase:
+    """The admin's login page (as ``AdminSite.login`` draws it), counted against the same
+    failed-login limits as /accounts/login/: a password guessed here is a password guessed."""
+    redirect_url = LoginView().get_redirect_url(request) or reverse("admin:index")
+    if request.method == "GET" and admin.site.has_permission(request):
+        return redirect(redirect_url)
+    context = {**admin.site.each_context(request), "title": "Log in", "subtitle": None,
+               "app_path": request.get_full_path(), "username": request.user.get_username(),
+               REDIRECT_FIELD_NAME: redirect_url}
+    request.current_app = admin.site.name
+    return RateLimitedLoginView.as_view(
+        extra_context=context, authentication_form=AdminAuthenticationForm,
+        template_name="admin/login.html", redirect_authenticated_user=False)(request)

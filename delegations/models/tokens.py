@@ -49,6 +49,15 @@ class APIToken(models.Model):
             cls.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
         return token
 
+    @classmethod
+    def known_prefix(cls, raw: str) -> str:
+        """The first characters of ``raw`` when a token (a revoked one too) starts with
+        them, else "". Wrong tokens are counted per prefix: guesses at one token, or a
+        script still sending a revoked one, lock out that token alone, not every other
+        token used from the same address; made-up tokens share one count."""
+        prefix = raw[:12]
+        return prefix if cls.objects.filter(prefix=prefix).exists() else ""
+
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None

@@ -73,8 +73,8 @@ def test_the_login_window_ends(client: Client, composer: Any, limits: Any,
 def test_wrong_api_tokens_from_one_address_get_429_with_retry_after(
         client: Client, composer: Any, limits: Any) -> None:
     _, good = APIToken.issue(user=composer, name="ci")
-    for number in range(4):
-        response = client.get("/api/me", headers={"Authorization": f"Bearer hnd_guess{number}"},
+    for number in range(4):   # guesses at the rest of a token whose prefix is known
+        response = client.get("/api/me", headers={"Authorization": f"Bearer {good[:12]}guess{number}"},
                               REMOTE_ADDR="10.0.0.9")
         assert response.status_code == 401
     refused = client.get("/api/me", headers={"Authorization": f"Bearer {good}"}, REMOTE_ADDR="10.0.0.9")
@@ -86,18 +86,48 @@ def test_wrong_api_tokens_from_one_address_get_429_with_retry_after(
                       REMOTE_ADDR="10.0.0.10").status_code == 200
 
 
+def test_made_up_tokens_are_limited_as_many_times_but_lock_out_no_real_token_on_their_address(
+        client: Client, composer: Any, limits: Any) -> None:
+    _, good = APIToken.issue(user=composer, name="ci")
+    _, revoked = APIToken.issue(user=composer, name="old script")
+    APIToken.objects.get(prefix=revoked[:12]).revoke()
+
+    def me(token: str) -> int:
+        return client.get("/api/me", headers={"Authorization": f"Bearer {token}"},
+                          REMOTE_ADDR="10.0.0.9").status_code
+
+    assert [me(f"hnd_madeup{number}xyz") for number in range(6)] == [401] * 4 + [429] * 2
+    assert [me(revoked) for _ in range(5)] == [401] * 4 + [429]   # a forgotten script's old token
+    assert me(good) == 200
+
+
 def test_right_api_tokens_are_never_limited(client: Client, composer: Any, limits: Any) -> None:
     _, good = APIToken.issue(user=composer, name="ci")
     for _ in range(10):
         assert client.get("/api/me", headers={"Authorization": f"Bearer {good}"}).status_code == 200
 
 
-def test_a_forged_forwarded_header_does_not_dodge_the_limit_unless_the_proxy_is_trusted(
-        client: Client, limits: Any) -> None:
+def test_a_forged_forwarded_header_does_not_dodge_the_limit(client: Client, limits: Any) -> None:
+    # the server alone believes X-Forwarded-For, from FORWARDED_ALLOW_IPS (tests/test_serve.py)
     for number in range(4):
         client.get("/api/me", headers={"Authorization": "Bearer nope", "X-Forwarded-For": f"1.1.1.{number}"})
     assert client.get("/api/me", headers={"Authorization": "Bearer nope",
                                           "X-Forwarded-For": "1.1.1.99"}).status_code == 429
-    limits.HANDOFF_CLIENT_IP_HEADER = "X-Forwarded-For"
-    assert client.get("/api/me", headers={"Authorization": "Bearer nope",
-                                          "X-Forwarded-For": "spoofed, 1.1.1.99"}).status_code == 401
+
+
+def test_wrong_admin_passwords_count_against_the_same_login_limits(client: Client, admin_user: Any) -> None:
+    answers = [client.post("/admin/login/", {"username": "root", "password": f"guess{number}"},
+                           REMOTE_ADDR="10.0.0.7").status_code for number in range(30)]
+    assert answers.count(200) == 5 and set(answers[5:]) == {429}   # HANDOFF_LOGIN_MAX_FAILURES
+    refused = client.post("/admin/login/", {"username": "root", "password": PASSWORD}, REMOTE_ADDR="10.0.0.7")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert "Too many failed logins" in refused.content.decode()
+    assert "_auth_user_id" not in client.session
+    # the app's login page counts the same username: the admin was no way around it
+    assert login(client, "root", PASSWORD, address="10.0.0.8").status_code == 429
+
+
+def test_the_admin_login_still_logs_staff_in(client: Client, admin_user: Any) -> None:
+    response = client.post("/admin/login/?next=/admin/", {"username": "root", "password": PASSWORD})
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200

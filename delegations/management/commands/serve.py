@@ -1,9 +1,34 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+
+if TYPE_CHECKING:
+    import uvicorn
+
+
+def server_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's configuration for ``app`` (an ASGI app or its import string).
+
+    uvloop and the websockets protocol: a frame is written to its socket from C at once,
+    where Daphne/Twisted queued it for the next loop pass (an epoll_ctl per socket each
+    way, the GIL released per write); with a hundred viewers of a busy run that was most
+    of the server's time (README, Benchmarks). HTTP is parsed by h11, whose buffer limit
+    bounds a request's line and headers (HANDOFF_MAX_HEADER_BYTES) while they arrive;
+    httptools buffers headers of any size. Django's LOGGING applies (log_config=None).
+    X-Forwarded-For and -Proto are believed only from FORWARDED_ALLOW_IPS: uvicorn's own
+    default trusts 127.0.0.1, which let any local client pick the address the login and
+    token limits count.
+    """
+    import uvicorn
+
+    proxies = settings.FORWARDED_ALLOW_IPS
+    return uvicorn.Config(app, host=host, port=port, loop="uvloop", http="h11", ws="websockets-sansio",
+                          lifespan="off", log_config=None, access_log=False,
+                          h11_max_incomplete_event_size=settings.HANDOFF_MAX_HEADER_BYTES,
+                          proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None)
 
 
 class Command(BaseCommand):
@@ -20,15 +45,7 @@ class Command(BaseCommand):
 
         from delegations.runs.worker import WorkerThread, settle_heap, uses_database_backend
 
-        # uvloop and the websockets protocol: a frame is written to its socket from C at
-        # once, where Daphne/Twisted queued it for the next loop pass (an epoll_ctl per
-        # socket each way, the GIL released per write); with a hundred viewers of a busy
-        # run that was most of the server's time (README, Benchmarks). Django's LOGGING
-        # applies (log_config=None); proxy headers are trusted from FORWARDED_ALLOW_IPS
-        # (uvicorn's default: 127.0.0.1).
-        config = uvicorn.Config("handoff_site.asgi:application", host=host, port=port, loop="uvloop",
-                                http="httptools", ws="websockets-sansio", lifespan="off", log_config=None,
-                                access_log=False, proxy_headers=True)
+        config = server_config("handoff_site.asgi:application", host=host, port=port)
         config.load()  # imports the application and the protocols before the heap is settled
         worker = None
         if not no_worker and settings.HANDOFF_EMBEDDED_WORKER and uses_database_backend():
