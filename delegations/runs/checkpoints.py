@@ -46,7 +46,6 @@ def resumable_checkpoint(run_id: str) -> dict[str, Any] | None:
     data = RunCheckpoint.data_of(run_id)
     if data is None:
         return None
-    metered = subtree_usage(run_id, str(data.get("root_run_id") or run_id)).as_dict()
-    del metered["runtime_s"]  # the run's own clock, which the checkpoint keeps
-    data["usage"] = {**(data.get("usage") or {}), **metered}
+    data["usage"] = {**(data.get("usage") or {}),
+                     **subtree_usage(run_id, str(data.get("root_run_id") or run_id))}
     return data

@@ -21,6 +21,7 @@ from delegations.protocol.lifecycle import RunState, can_transition
 from delegations.protocol.results import ResponsePackage
 from delegations.protocol.runner import failure_result
 from delegations.runs.eventlog import PendingEvent, persist_batch
+from delegations.runs.rollups import subtree_usage
 
 
 def append_events(events: list[tuple[Run, str, dict[str, Any]]]) -> None:
@@ -64,7 +65,9 @@ def record_end(run: Run, state: RunState, *, error: dict[str, Any] | None,
     for step in _state_path(previous, state):
         events.append((run, "state", {"state": step.value, "previous": previous.value}))
         previous = step
-    usage = run.usage or {}
+    # the row's usage is charged only by event batches that load it, so an ancestor's lags
+    # its descendants' calls: the event log says what the subtree used
+    usage = {**(run.usage or {}), **subtree_usage(run.pk, run.root_run_id)}
     announce = announce_data(run_id=run.pk, label=run.label, session_key=run.session_key,
                              parent_run_id=run.parent_id, state=state, error=error, usage=usage,
                              result=result)

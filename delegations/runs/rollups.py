@@ -67,9 +67,10 @@ def own_figures(runtimes: dict[str, float]) -> dict[str, Figures]:
     return figures
 
 
-def subtree_usage(run_id: str, root_id: str) -> Figures:
-    """What the run and all its descendants used by their model calls (calls, tokens,
-    cost; no runtime: a run's time limit is its own wall clock), from the event log."""
+def subtree_usage(run_id: str, root_id: str) -> dict[str, int | float]:
+    """What the run and all its descendants used by their model calls, from the event log,
+    as a run's usage holds it (calls, tokens, cost; not ``runtime_s``, which is the run's
+    own clock, its children running inside it)."""
     parent_of: dict[str, str | None] = dict(
         Run.objects.filter(root_id=root_id).values_list("pk", "parent_id"))
     parent_of.setdefault(run_id, None)
@@ -82,4 +83,6 @@ def subtree_usage(run_id: str, root_id: str) -> Figures:
     total = Figures()
     for figures in own_figures({member: 0.0 for member in parent_of if inside(member)}).values():
         total.add(figures)
-    return total
+    metered = total.as_dict()
+    del metered["runtime_s"]
+    return metered

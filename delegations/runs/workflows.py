@@ -90,9 +90,11 @@ def _check_room_to_wait(owner: Any) -> None:
 
 def _refuse_waiting(count: int, whose: str, limit: int, kind: RunQuerySet) -> NoReturn:
     """Say how many wait and when to ask again: about when one of them has started, one over
-    the rate at which runs of their ``kind`` finished in the last minute (1 to 60 s)."""
+    the rate at which runs of their ``kind`` finished in the last minute (1 to 60 s; 10 s
+    when none did, as when the first runs of a burst still work: 60 s there had a load
+    test's refused clients wait out its whole window)."""
     finished = kind.filter(finished_at__gte=timezone.now() - timedelta(seconds=60)).count()
-    wait_s = max(1, min(60, math.ceil(60 / finished))) if finished else 60
+    wait_s = max(1, min(60, math.ceil(60 / finished))) if finished else 10
     raise RunError(
         f"Not started: {count} runs {whose} are waiting to start, and {limit} is the most that "
         f"may wait. Try again in {wait_s} s, once some have started, or cancel waiting runs "
