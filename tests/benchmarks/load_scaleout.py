@@ -1,9 +1,11 @@
 """Load on the scale-out stack: 50 run trees in flight and 200 websocket viewers for 60 s,
-with two RQ workers and then with one; prints runs/s, live event delivery p50/p99, errors,
-and whether every viewer received exactly the events stored for its run.
+beside 20 clients starting runs as fast as the server takes them, with two RQ workers and
+then with one; prints runs accepted, refused (429) and completed per second, the time from
+creation to finish, live event delivery p50/p99, errors, and whether every viewer received
+exactly the events stored for its run.
 
     DATABASE_URL=postgres://handoff@127.0.0.1:5451/handoff \\
-        .venv/bin/python tests/benchmarks/load_scaleout.py [--seconds 60] [--workers 2,1]
+        .venv/bin/python tests/benchmarks/load_scaleout.py [--seconds 60] [--workers 2,1] [--clients 20]
 
 DATABASE_URL names a PostgreSQL server on loopback; the script creates a database of its
 own on it (dropped at the end) and starts, per worker count, the stack the scale-out tests
@@ -17,6 +19,11 @@ it ends the slot starts the next tree, until the window closes. Runs started in 
 are then drained (bounded) and checked. Delivery latency is the time from an event's
 ``ts`` (stored by the worker) to its arrival at a viewer, for events sent live (after the
 viewer's ``synced``), on one machine's clock.
+
+Beside them, ``--clients`` clients of another owner start the same tree over and over
+without waiting for it, as a client faster than the workers would; refused with 429, a
+client waits the Retry-After it was given. Their owner's runs waiting to start are bounded
+(HANDOFF_MAX_PENDING_RUNS_PER_OWNER, 50), so the backlog stays bounded too.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class Load:
 
     workers: int
     window_s: float
+    started_at: float = 0.0       # wall clock, when the window opened
     latencies: list[float] = field(default_factory=list)
     finished_in_window: int = 0
     agent_runs_in_window: int = 0
@@ -84,6 +92,14 @@ class Load:
     lost_example: str = ""
     duplicated: int = 0
     server_errors: int = 0
+    accepted: int = 0             # 201s, slots and flooding clients
+    refused: int = 0              # 429s (the backlog bound)
+    retry_after: list[float] = field(default_factory=list)
+    flooded: list[str] = field(default_factory=list)
+    completed_in_window: int = 0  # root runs that finished inside the window
+    creation_to_finish: list[float] = field(default_factory=list)
+    unfinished: int = 0
+    connection_errors: int = 0    # flooding clients' requests on a connection the server closed
 
 
 async def watch(ws_url: str, headers: dict[str, str], root_id: str, load: Load) -> dict[str, list[int]]:
@@ -123,6 +139,7 @@ async def slot(client: Any, ws_url: str, ws_headers: dict[str, str], config: dic
             load.http_other_errors += 1
             await asyncio.sleep(0.5)
             continue
+        load.accepted += 1
         root_id = str(response.json()["id"])
         load.roots.append(root_id)
         viewers = [asyncio.ensure_future(watch(ws_url, ws_headers, root_id, load))
@@ -140,7 +157,35 @@ async def slot(client: Any, ws_url: str, ws_headers: dict[str, str], config: dic
             load.finished_in_window += 1
 
 
-async def drive(base_url: str, token: str, cookie: str, load: Load) -> None:
+async def flood(client: Any, config: dict[str, Any], packet: dict[str, Any], load: Load,
+                window_end: float) -> None:
+    """A client starting runs as fast as the server accepts them, waiting out each 429."""
+    import httpx
+
+    while time.monotonic() < window_end:
+        try:
+            response = await client.post("/api/runs", json={"packet": packet, "adapter": {
+                "name": "scripted", "config": config}})
+        except httpx.TransportError:
+            # a kept-alive connection the server closed while the client waited out a 429
+            load.connection_errors += 1
+            continue
+        if response.status_code == 201:
+            load.accepted += 1
+            load.flooded.append(str(response.json()["id"]))
+        elif response.status_code == 429:
+            load.refused += 1
+            wait = float(response.headers.get("Retry-After", 1))
+            load.retry_after.append(wait)
+            await asyncio.sleep(min(wait, max(0.0, window_end - time.monotonic())))
+        elif response.status_code >= 500:
+            load.http_5xx += 1
+        else:
+            load.http_other_errors += 1
+            await asyncio.sleep(0.5)
+
+
+async def drive(base_url: str, token: str, flood_token: str, cookie: str, load: Load) -> None:
     import httpx
 
     from tests.delegations import scripts
@@ -152,11 +197,16 @@ async def drive(base_url: str, token: str, cookie: str, load: Load) -> None:
     ws_url = base_url.replace("http://", "ws://")
     ws_headers = {"Cookie": cookie, "Origin": base_url}
     limits = httpx.Limits(max_connections=SLOTS, max_keepalive_connections=SLOTS)
+    flood_limits = httpx.Limits(max_connections=max(1, ARGS.clients))
     async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
-                                 timeout=30, limits=limits) as client:
+                                 timeout=30, limits=limits) as client, \
+            httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {flood_token}"},
+                              timeout=30, limits=flood_limits) as flooder:
+        load.started_at = time.time()
         window_end = time.monotonic() + load.window_s
         await asyncio.gather(*(slot(client, ws_url, ws_headers, config, packet, load, window_end)
-                               for _ in range(SLOTS)))
+                               for _ in range(SLOTS)),
+                             *(flood(flooder, config, packet, load, window_end) for _ in range(ARGS.clients)))
 
 
 def check(load: Load) -> None:
@@ -181,6 +231,24 @@ def check(load: Load) -> None:
                         run_id=run_id, seq__in=missing).values_list("run_id", "seq", "type", "data")))
                 load.duplicated += len(got) - len(set(got))
     load.agent_runs_in_window = load.finished_in_window * 5
+    window_end = load.started_at + load.window_s
+    for created, finished in Run.objects.filter(pk__in=[*load.roots, *load.flooded]).values_list(
+            "created_at", "finished_at"):
+        if finished is None:
+            load.unfinished += 1
+            continue
+        load.creation_to_finish.append((finished - created).total_seconds())
+        load.completed_in_window += finished.timestamp() <= window_end
+
+
+def drain_flooded(load: Load) -> None:
+    """Wait (bounded) for the flooding clients' runs to finish; the slots waited for theirs."""
+    from delegations.models import Run
+
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline and Run.objects.filter(
+            pk__in=load.flooded).exclude(state__in=TERMINAL).exists():
+        time.sleep(1)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -200,9 +268,13 @@ def measure(workers: int, database_url: str) -> Load:
     from delegations.models import APIToken, Run
     from tests.scaleout.conftest import ScaleOutStack
 
+    composers = Group.objects.get_or_create(name="composers")[0]
     user = get_user_model().objects.create_user(username=f"load{workers}", password="x-load-1234")
-    user.groups.add(Group.objects.get_or_create(name="composers")[0])
+    user.groups.add(composers)
     _, token = APIToken.issue(user=user, name="load")
+    flooding = get_user_model().objects.create_user(username=f"flood{workers}", password="x-load-1234")
+    flooding.groups.add(composers)
+    _, flood_token = APIToken.issue(user=flooding, name="flood")
     browser = Client()
     browser.force_login(user)
     cookie = f"sessionid={browser.cookies['sessionid'].value}"
@@ -212,7 +284,8 @@ def measure(workers: int, database_url: str) -> Load:
     load = Load(workers=workers, window_s=ARGS.seconds)
     try:
         stack.start(workers=workers)
-        asyncio.run(drive(stack.url, token, cookie, load))
+        asyncio.run(drive(stack.url, token, flood_token, cookie, load))
+        drain_flooded(load)
         check(load)
         log = stack.log("server")
         load.server_errors = log.count("ERROR django.request") + log.count("Exception in ASGI application")
@@ -233,13 +306,23 @@ def report(load: Load) -> None:
           f"{load.agent_runs_in_window / load.window_s:.2f} runs/s counting every agent of the 5 in a tree)")
     print(f"trees started / checked        {len(load.roots)} / {len(load.received)} "
           f"(viewer sessions checked: {viewers})")
+    window = load.window_s
+    print(f"runs accepted / refused (429)  {load.accepted / window:.2f} / {load.refused / window:.2f} per s "
+          f"({load.accepted} / {load.refused}; {ARGS.clients} flooding clients, Retry-After median "
+          f"{percentile(load.retry_after, 0.5):g} s)")
+    print(f"root runs completed            {load.completed_in_window / window:.2f} per s in the window "
+          f"({load.completed_in_window}; {load.unfinished} not finished after the drain)")
+    print(f"creation to finish p50 / p99 / max  {percentile(load.creation_to_finish, 0.5):.1f} / "
+          f"{percentile(load.creation_to_finish, 0.99):.1f} / "
+          f"{(max(load.creation_to_finish) if load.creation_to_finish else float('nan')):.1f} s")
     print(f"live events delivered          {len(load.latencies)}")
     print(f"delivery latency p50 / p99 / max  {percentile(load.latencies, 0.5) * 1000:.1f} / "
           f"{percentile(load.latencies, 0.99) * 1000:.1f} / "
           f"{(max(load.latencies) if load.latencies else float('nan')) * 1000:.1f} ms")
     print(f"lost events / duplicated       {load.lost} / {load.duplicated}"
           + (f" (first lost: {load.lost_example})" if load.lost_example else ""))
-    print(f"HTTP 5xx / other HTTP errors   {load.http_5xx} / {load.http_other_errors}")
+    print(f"HTTP 5xx / other HTTP errors   {load.http_5xx} / {load.http_other_errors} "
+          f"(closed connections, retried: {load.connection_errors})")
     print(f"server errors logged           {load.server_errors}")
     print(f"viewer errors                  {len(load.viewer_errors)}"
           + (f" (first: {load.viewer_errors[0]})" if load.viewer_errors else ""))
@@ -276,7 +359,7 @@ def main() -> int:
             print(f"\nthroughput with {many.workers} workers / with {few.workers}: "
                   f"{many.finished_in_window / few.finished_in_window:.2f}x")
     failed = any(r.lost or r.duplicated or r.http_5xx or r.server_errors or r.viewer_errors or r.not_complete
-                 for r in results)
+                 or r.unfinished for r in results)
     return 1 if failed else 0
 
 
@@ -284,6 +367,7 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--seconds", type=float, default=60, help="the load window per worker count")
 parser.add_argument("--workers", default="2,1", help="RQ worker counts to measure, in order")
 parser.add_argument("--delay-ms", type=int, default=20, help="each scripted model turn's delay")
+parser.add_argument("--clients", type=int, default=20, help="clients starting runs without waiting for them")
 ARGS = parser.parse_args() if __name__ == "__main__" else parser.parse_args([])
 
 if __name__ == "__main__":
