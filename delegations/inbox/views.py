@@ -17,6 +17,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import F, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -78,6 +79,12 @@ def _filtered_pending(request: HttpRequest, filters: dict[str, Any]) -> Approval
     return items.order_by(*(("-requested_at", "-pk") if newest else ("requested_at", "pk")))
 
 
+def _recent(request: HttpRequest) -> list[Approval]:
+    """The items decided last, for "Recently decided"."""
+    return list(visible_approvals(request.user).decided().select_related("run", "decided_by")
+                .order_by("-decided_at", "-pk")[:RECENT_SHOWN])
+
+
 def _page(request: HttpRequest, items: Any) -> Page:
     return Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
 
@@ -94,15 +101,12 @@ def inbox(request: HttpRequest) -> HttpResponse:
     filters = form.filters()
     page = _page(request, _filtered_pending(request, filters))
     items = decision_items(request.user, list(page.object_list))
-    visible = visible_approvals(request.user)
     context: dict[str, Any] = {
         "filter_form": form, "filters": filters, "page": page, "groups": _grouped(items),
         "pending_total": page.paginator.count, "filtered": any(filters[name] for name in
                                                                 ("q", "kind", "risk", "run", "mine")),
         "query": _query_without_page(request), "can_approve": can_approve(request.user),
-        "recent": list(visible.decided().select_related("run", "decided_by")
-                       .order_by("-decided_at", "-pk")[:RECENT_SHOWN]),
-        "recent_shown": RECENT_SHOWN, "hx": True,
+        "recent": _recent(request), "recent_shown": RECENT_SHOWN, "hx": True,
     }
     template = "delegations/inbox.html#pending" if request.htmx else "delegations/inbox.html"  # type: ignore[attr-defined]
     return render(request, template, context)
@@ -209,9 +213,13 @@ def _decided(request: HttpRequest, approval: Approval, *, back_to: str, notice: 
         return redirect(back_to)
     fresh = _get_approval_for_user(request, approval.pk)
     item = decision_items(request.user, [fresh])[0]
-    return render(request, "delegations/inbox.html#item",
-                  {"item": item, "notice": notice, "error": error, "hx": True,
-                   "can_approve": can_approve(request.user)})
+    swapped = render_to_string("delegations/inbox.html#item",
+                               {"item": item, "notice": notice, "error": error, "hx": True,
+                                "can_approve": can_approve(request.user)}, request)
+    if not error:   # "Recently decided" lists it at once, beside the item's own update
+        swapped += render_to_string("delegations/inbox.html#recent", {
+            "recent": _recent(request), "recent_shown": RECENT_SHOWN, "oob": True}, request)
+    return HttpResponse(swapped)
 
 
 @require_POST

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from delegations.live import feed
-from delegations.models import Approval
+from delegations.models import Approval, Run
 from delegations.protocol.approvals import ApprovalDecision, ApprovalRequest, Decision, RunParked
 from delegations.runs.sink import DjangoEventSink
 
@@ -61,12 +61,21 @@ def deadline_for(kind: str, now: datetime) -> datetime | None:
     return now + timedelta(seconds=seconds) if seconds > 0 else None
 
 
+def _title(request: ApprovalRequest) -> str:
+    """The runner's title (which names the asking run's label and skill) after the name of
+    the delegation its tree was started from: items of three delegations read apart."""
+    run = Run.objects.select_related("delegation", "root__delegation").filter(pk=request.run_id).first()
+    root = run.root if run is not None and run.root is not None else run
+    delegation = root.delegation if root is not None else None
+    return f"{delegation.name} › {request.title}" if delegation is not None else request.title
+
+
 def _open_approval(request: ApprovalRequest) -> tuple[Approval, bool]:
     now = timezone.now()
     kind = str(request.kind)
     approval, created = Approval.objects.select_related("decided_by").get_or_create(
         key=request.key,
-        defaults={"run_id": request.run_id, "kind": kind, "title": request.title[:500],
+        defaults={"run_id": request.run_id, "kind": kind, "title": _title(request)[:500],
                   "payload": request.payload, "risk": request.risk, "requested_at": now,
                   "expires_at": deadline_for(kind, now)})
     if created:

@@ -151,7 +151,7 @@ class Judge:
         questions = result.open_questions or [result.summary or result.log_summary or "The subagent needs clarification."]
         decision = await self.questions.ask(
             run, ApprovalKind.CLARIFICATION, str(attempts.clarifications + 1),
-            f"Run {run.label or run.run_id} needs clarification: {questions[0]}"[:300],
+            f"{run.asker} needs clarification: {questions[0]}"[:300],
             {"questions": questions, "summary": result.summary, "blockers": result.blockers}, "low")
         if not decision.allows:
             message = f"Clarification refused by a person{': ' + decision.comment if decision.comment else ''}."
@@ -180,7 +180,7 @@ class Judge:
         it as partial, retry with a fresh context, or fail. One question per attempt."""
         return await self.questions.ask(
             run, ApprovalKind.INVALID_RESULT, str(run.attempts.retries + 1),
-            f"Run {run.label or run.run_id} handed back an invalid result: {problems[0]}"[:300],
+            f"{run.asker} handed back an invalid result: {problems[0]}"[:300],
             {"problems": problems, "attempt": run.attempts.retries + 1,
              "result": result.model_dump(mode="json", exclude_none=True) if result is not None else None,
              "criteria_report": criteria.model_dump(mode="json") if criteria is not None else None},

@@ -126,7 +126,7 @@ class ModelTurns:
             raised_before = any(entry.startswith(f"{axis}:") for entry in gated)
             decision = await self.questions.ask(
                 run, ApprovalKind.BUDGET, marker if raised_before else axis,
-                f"Run {run.label or run.run_id} used {used(usage, axis):g} of its "
+                f"{run.asker} used {used(usage, axis):g} of its "
                 f"{axis} limit {limit:g}; continue?",
                 {"axis": axis, "limit": limit, "used": used(usage, axis),
                  "threshold": threshold, "usage": usage.as_dict(),

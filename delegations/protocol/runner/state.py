@@ -241,6 +241,14 @@ class ActiveRun:
         # the checkpoint fields that stay fixed while the run works (built on its first save)
         self.checkpoint_base: dict[str, Any] | None = None
 
+    @property
+    def asker(self) -> str:
+        """How an inbox item names this run: its label, and the skill it runs
+        ("reader (price-research@1.3.0)")."""
+        skill = self.scope.packet.skill if self.scope.packet is not None else None
+        name = self.label or self.run_id
+        return f"{name} ({skill})" if skill else name
+
     def chain(self) -> Iterator[ActiveRun]:
         """The run and its ancestors, nearest first."""
         run: ActiveRun | None = self

@@ -148,7 +148,7 @@ class ToolCalls:
             return call.arguments
         decision = await self.questions.ask(
             run, ApprovalKind.CAPABILITY, call.id,
-            f"Run {run.label or run.run_id} wants to {call.name} ({capability})",
+            f"{run.asker} wants to {call.name} ({capability})",
             {"tool": call.name, "capability": capability, "arguments": call.arguments,
              "call_id": call.id, "description": CAPABILITY_DESCRIPTIONS.get(capability, "")},
             "high" if capability in _HIGH_RISK else "medium")
@@ -174,7 +174,7 @@ class ToolCalls:
                 f"shrink down the delegation chain, so it cannot be granted here.")
         decision = await self.questions.ask(
             run, ApprovalKind.CAPABILITY_REQUEST, call.id,
-            f"Run {run.label or run.run_id} asks for capability {capability}",
+            f"{run.asker} asks for capability {capability}",
             {"capability": capability, "reason": reason, "call_id": call.id,
              "description": CAPABILITY_DESCRIPTIONS.get(capability, "")},
             "high" if capability in _HIGH_RISK else "medium")

@@ -140,3 +140,32 @@ def test_the_nav_links_the_inbox_with_the_pending_count_and_its_live_script(appr
     page = approver_client.get("/").content.decode()
     assert re.search(r'<a href="/inbox/"[^>]*>Inbox <span class="count" id="inbox-count" data-count="2"[^>]*>2</span>', page)
     assert "js/inbox_count.js" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_item_says_whose_it_is_by_delegation_node_and_skill(approver_client, composer, immediate_tasks):
+    from delegations.composer.services import delegation_create, delegation_start_run
+    from tests.delegations import scripts
+
+    scripts.add_caching_skill(capabilities=["file_delete"], requires_approval=True)
+    for name in ("Headphone prices", "Laptop prices"):
+        delegation = delegation_create(owner=composer, name=name,
+                                       packet=scripts.skill_packet(capabilities=["file_delete"]))
+        delegation_start_run(delegation=delegation, user=composer, adapter="scripted",
+                             config=scripts.needs_approval())
+    titles = sorted(Approval.objects.values_list("title", flat=True))
+    assert titles == [f"{name} › researcher (caching@1.0.0) wants to delete_file (file_delete)"
+                      for name in ("Headphone prices", "Laptop prices")]
+    pending = section(inbox(approver_client), "inbox-pending")
+    assert all(title in pending for title in titles)
+
+
+def test_an_item_decided_in_place_is_listed_under_recently_decided_at_once(approver_client, approver, composer,
+                                                                          queued_tasks):
+    approval = ask(make_run(composer, state="AWAITING_APPROVAL"), "Delete stale.txt")
+    response = approver_client.post(f"/inbox/{approval.pk}/decision/", {"decision": "approve"},
+                                    HTTP_HX_REQUEST="true")
+    text = response.content.decode()
+    assert f'id="approval-{approval.pk}"' in text and 'data-pending="0"' in text
+    recent = section(text, "inbox-history")
+    assert 'hx-swap-oob="true"' in recent and "Delete stale.txt" in recent and "approved" in recent
