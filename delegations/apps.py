@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class DelegationsConfig(AppConfig):
@@ -9,5 +10,9 @@ class DelegationsConfig(AppConfig):
     def ready(self) -> None:
         # the inbox hears of the items runs open (the gate lives below it and cannot call it)
         from delegations.inbox import webhook
+        from delegations.protocol.adapters.endpoints import use_endpoints
 
         webhook.listen()
+        # the hosted adapters call the operator's endpoints only (read at each construction,
+        # so a test's override_settings is seen)
+        use_endpoints(lambda: settings.HANDOFF_MODEL_ENDPOINTS)

@@ -3,11 +3,18 @@ message naming the variable; see handoff_site/env.py."""
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from delegations.protocol.adapters.endpoints import (
+    ModelEndpoint,
+    builtin_endpoints,
+    parse_endpoints,
+)
 
 from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
@@ -158,7 +165,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # no log line holds a secret's value (delegations/runs/redaction.py)
+    "filters": {"secrets": {"()": "delegations.runs.redaction.SecretsLogFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env_choice(
         "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
     "loggers": {"django_tasks_db": {"level": "WARNING"}, "uvicorn.error": {"level": "WARNING"}},
@@ -171,6 +181,25 @@ HANDOFF_LOCAL_MODEL = env_str("HANDOFF_LOCAL_MODEL")  # empty: the catalog's def
 HANDOFF_LOCAL_MODEL_PATH = env_str("HANDOFF_LOCAL_MODEL_PATH")  # set: wins over HANDOFF_LOCAL_MODEL
 HANDOFF_OPENAI_MODEL = env_str("HANDOFF_OPENAI_MODEL", "gpt-4o-mini")
 HANDOFF_ANTHROPIC_MODEL = env_str("HANDOFF_ANTHROPIC_MODEL", "claude-sonnet-4-5")
+
+
+def _model_endpoints() -> dict[str, ModelEndpoint]:
+    """The hosts runs may call and the variables holding their keys: the built-in openai and
+    anthropic endpoints, then HANDOFF_MODEL_ENDPOINTS (README, Model endpoints and secrets).
+    A run picks one by name; it never names a host or a variable itself."""
+    try:
+        configured = parse_endpoints(env_str("HANDOFF_MODEL_ENDPOINTS"))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"HANDOFF_MODEL_ENDPOINTS: {exc}.") from None
+    return {**builtin_endpoints(os.environ, openai_model=HANDOFF_OPENAI_MODEL,
+                                anthropic_model=HANDOFF_ANTHROPIC_MODEL), **configured}
+
+
+HANDOFF_MODEL_ENDPOINTS = _model_endpoints()
+# Environment variables whose values are secrets besides the endpoints' keys: never stored
+# or shown (SECRET_KEY and the passwords in DATABASE_URL, REDIS_URL and HANDOFF_CACHE_URL
+# always are; README, Model endpoints and secrets).
+HANDOFF_SECRET_ENV_VARS = env_list("HANDOFF_SECRET_ENV_VARS", [])
 HANDOFF_MAX_DEPTH = env_int("HANDOFF_MAX_DEPTH", 3, minimum=0)
 HANDOFF_LANE_SIZE = env_int("HANDOFF_LANE_SIZE", 8, minimum=1)
 # Backpressure: root runs waiting to start (PENDING), per owner and in all; a run past

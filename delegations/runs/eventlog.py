@@ -5,7 +5,8 @@ the sweeper) appends through :func:`persist_batch`, in one transaction that lock
 runs concerned and numbers their events from ``Run.last_seq``: two writers on one run
 queue behind each other and no seq is skipped or reused. The run row is a projection of
 the events (state and its times, child rows, usage, result): :func:`_apply` is the only
-place that maps an event onto it.
+place that maps an event onto it. Every event and checkpoint is redacted here, before it is
+written (``redaction.py``): what the rows, pages, exports and websockets show was stored so.
 
 The writes are SQL of our own beside the ORM, on purpose: this is the hot path of live
 delivery. The same batches written through the ORM (``select_for_update``, ``bulk_create``,
@@ -37,6 +38,8 @@ from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.events import EventType
 from delegations.protocol.lifecycle import RunState, can_transition, is_terminal
+from delegations.protocol.redaction import Redactor
+from delegations.runs.redaction import redactor
 
 logger = logging.getLogger(__name__)
 
@@ -153,9 +156,15 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
     # serialized before the write lock is taken. Only a run's newest checkpoint in the
     # batch counts.
     newest = {item.run_id: item for item in items if isinstance(item, PendingCheckpoint)}
-    saves = {run_id: _CheckpointSave(item.checkpoint, memory.checkpoints.get(run_id))
+    secrets = redactor()
+    saves = {run_id: _CheckpointSave(item.checkpoint, memory.checkpoints.get(run_id), secrets)
              for run_id, item in newest.items()}
     data_texts = [_json_text(item.data) if isinstance(item, PendingEvent) else "" for item in items]
+    for index, item in enumerate(items):
+        # one substring test per event; only an event holding a secret is rewritten
+        if isinstance(item, PendingEvent) and secrets.in_json(data_texts[index]):
+            item.data = secrets.value(item.data)
+            data_texts[index] = _json_text(item.data)
     with transaction.atomic():
         wanted = sorted({item.run_id for item in items})
         # locked in a fixed order, so concurrent writers on one tree cannot deadlock
@@ -301,19 +310,26 @@ def _part_json(value: Any) -> str:
     return pydantic_core.to_json(value, inf_nan_mode="null").decode()
 
 
+def _redacted_json(text: str, secrets: Redactor) -> str:
+    """JSON text with the secrets in it replaced (the same text when it holds none)."""
+    return _part_json(secrets.value(json.loads(text))) if secrets.in_json(text) else text
+
+
 class _CheckpointSave:
-    """One run's checkpoint to store, serialized: its head (``RunCheckpoint.data``, the
-    checkpoint without its parts) and the part rows that changed since ``stored``, what
-    this writer stored of it before (None: not known, so every part is written anew)."""
+    """One run's checkpoint to store, serialized and redacted: its head
+    (``RunCheckpoint.data``, the checkpoint without its parts) and the part rows that
+    changed since ``stored``, what this writer stored of it before (None: not known, so
+    every part is written anew)."""
 
     __slots__ = ("checkpoint", "drops", "head", "parts", "rows", "stored")
 
-    def __init__(self, checkpoint: Checkpoint, stored: StoredParts | None) -> None:
+    def __init__(self, checkpoint: Checkpoint, stored: StoredParts | None, secrets: Redactor) -> None:
         values = checkpoint.__dict__
         self.checkpoint, self.stored = checkpoint, stored
         self.parts = StoredParts({name: values[name] for name in RunCheckpoint.LIST_PARTS},
                                  {name: values[name] for name in RunCheckpoint.WHOLE_PARTS})
-        self.head = checkpoint.model_dump_json(exclude={*RunCheckpoint.LIST_PARTS, *RunCheckpoint.WHOLE_PARTS})
+        self.head = _redacted_json(checkpoint.model_dump_json(
+            exclude={*RunCheckpoint.LIST_PARTS, *RunCheckpoint.WHOLE_PARTS}), secrets)
         self.drops: list[tuple[str, int]] = []       # (field, first position) of rows to delete
         self.rows: list[tuple[str, int, str]] = []   # (field, position, JSON) of rows to insert
         for name, items in self.parts.lists.items():
@@ -325,12 +341,13 @@ class _CheckpointSave:
                 keep += 1
             if keep < len(before):
                 self.drops.append((name, keep))
-            self.rows += [(name, position, _part_json(items[position])) for position in range(keep, len(items))]
+            self.rows += [(name, position, _redacted_json(_part_json(items[position]), secrets))
+                          for position in range(keep, len(items))]
         for name, value in self.parts.wholes.items():
             if stored is None or stored.wholes[name] is not value:
                 if stored is not None:
                     self.drops.append((name, 0))
-                self.rows.append((name, 0, _part_json(value)))
+                self.rows.append((name, 0, _redacted_json(_part_json(value), secrets)))
 
 
 def _store_checkpoints(saves: dict[str, _CheckpointSave]) -> None:

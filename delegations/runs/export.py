@@ -24,7 +24,7 @@ from django.conf import settings
 from django.http import FileResponse
 from django.utils import timezone
 from django.utils.text import slugify
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from delegations.models import ImportedRun, Run, RunEvent
 from delegations.protocol.events import EventType
@@ -33,8 +33,9 @@ from delegations.protocol.lifecycle import RunState
 FORMAT = "handoff.run-export"
 VERSION = 1
 # The adapter settings an export shares: they say which model ran and how. Everything else
-# in a config (a scripted run's script, model_path, base_url, api_key_env) describes this
-# server, not the run, and may name its hosts or files.
+# in a config (a scripted run's script, model_path, the operator's endpoint; base_url or
+# api_key_env in a config stored before endpoints) describes this server, not the run, and
+# may name its hosts or files. An import holding anything else is refused, naming the key.
 SHARED_CONFIG_KEYS = ("model", "temperature", "max_tokens", "seed", "n_ctx", "tool_choice", "stream")
 MAX_PROBLEMS = 20   # the problems an error lists; a broken file can have thousands
 # Far deeper than any instance delegates (HANDOFF_MAX_DEPTH, 3 by default); it bounds the
@@ -63,6 +64,16 @@ class AdapterRecord(BaseModel):
 
     name: str = Field(default="", max_length=40)
     config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("config")
+    @classmethod
+    def _model_settings_only(cls, config: dict[str, Any]) -> dict[str, Any]:
+        others = [f"'{key}'" for key in config if key not in SHARED_CONFIG_KEYS]
+        if others:
+            verb = "is not a model setting" if len(others) == 1 else "are not model settings"
+            raise ValueError(f"{', '.join(others)} {verb}; an export's adapter config holds "
+                             f"only {', '.join(SHARED_CONFIG_KEYS)}")
+        return config
 
 
 class RunRecord(BaseModel):

@@ -57,13 +57,15 @@ class RunStartForm(forms.Form):
                   "or OpenClaw sessions_spawn parameters (docs/protocol.md).")
     adapter = forms.ChoiceField(
         choices=[(name, f"{name} — {spec.description}") for name, spec in ADAPTERS.items()],
-        help_text="Which model runs it. API keys come from the server's environment.")
+        help_text="Which model runs it. The hosts and API keys are the server's: a hosted "
+                  "model runs on one of the operator's endpoints, picked by name.")
     adapter_config = forms.CharField(
         required=False, max_length=PASTE_LIMIT,
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
         help_text='Optional JSON object, e.g. {"model": "smollm2-135m"} for local (the shipped '
                   f'models: {", ".join(model.name for model in shipped_models())}), '
-                  '{"model": "gpt-4o-mini"} for openai, or a {"script": [...]} for scripted. '
+                  '{"endpoint": "openai", "model": "gpt-4o-mini", "temperature": 0.2} for openai, '
+                  'or a {"script": [...]} for scripted. '
                   'Leave empty for the defaults.')
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

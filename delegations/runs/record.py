@@ -21,6 +21,7 @@ from delegations.protocol.lifecycle import RunState, can_transition
 from delegations.protocol.results import ResponsePackage
 from delegations.protocol.runner import failure_result
 from delegations.runs.eventlog import PendingEvent, persist_batch
+from delegations.runs.redaction import redactor
 from delegations.runs.rollups import subtree_usage
 
 
@@ -97,9 +98,11 @@ def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
         label=run.label, session_key=run.session_key, packet=run.packet,
         adapter_name=run.adapter_name).model_dump(mode="json")
     checkpoint["state"] = announce["state"]
-    checkpoint["outcome"] = {"state": announce["state"], "result": announce["result"],
-                             "criteria_report": None, "usage": announce["usage"],
-                             "error": announce["error"], "announce": announce, "findings": []}
+    # written beside the event log, so redacted here as persist_batch does there
+    checkpoint["outcome"] = redactor().value({
+        "state": announce["state"], "result": announce["result"], "criteria_report": None,
+        "usage": announce["usage"], "error": announce["error"], "announce": announce,
+        "findings": []})
     RunCheckpoint.objects.update_or_create(run=run, defaults={"data": checkpoint})
 
 

@@ -4,7 +4,6 @@ each adapter's defaults."""
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any
 
 from django.conf import settings
@@ -27,17 +26,11 @@ def runner_settings() -> RunnerSettings:
 
 
 def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's adapter config with the installation's defaults filled in. Keys never
-    travel in configs: the provider adapters read them from the environment."""
+    """The run's adapter config with the installation's defaults filled in. Hosts and keys
+    never travel in configs: the hosted adapters take them, and their default model, from
+    the operator's endpoints (settings.HANDOFF_MODEL_ENDPOINTS)."""
     merged = dict(config or {})
-    if name == "openai":
-        merged.setdefault("model", settings.HANDOFF_OPENAI_MODEL)
-        base_url = os.environ.get("OPENAI_BASE_URL")
-        if base_url:
-            merged.setdefault("base_url", base_url)
-    elif name == "anthropic":
-        merged.setdefault("model", settings.HANDOFF_ANTHROPIC_MODEL)
-    elif name == "local" and not {"model", "model_path"} & merged.keys():
+    if name == "local" and not {"model", "model_path"} & merged.keys():
         # A run that names its model keeps it; otherwise the installation's choice.
         if settings.HANDOFF_LOCAL_MODEL_PATH:
             merged["model_path"] = settings.HANDOFF_LOCAL_MODEL_PATH

@@ -6,9 +6,11 @@ runner reports is stored in the order it happened. The sink does not write each 
 own: events queue up and a flusher stores them in batches (one transaction each), then
 publishes them; consecutive text deltas of a run are merged into one event while they
 wait (about 50 ms), which keeps the event log and the channel layer small without
-losing a character. Checkpoints travel through the same queue and ``save`` returns once
-the checkpoint (and every event before it) is stored, so a resumed run never repeats a
-step it had recorded.
+losing a character. A run's streamed text that may be the start of a secret waits for the
+next delta (or the run's next other event), so that the event log, which redacts whole
+secrets, never stores one in two pieces. Checkpoints travel through the same queue and
+``save`` returns once the checkpoint (and every event before it) is stored, so a resumed
+run never repeats a step it had recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.events import EventType
 from delegations.runs.database_thread import DatabaseThread
 from delegations.runs.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
+from delegations.runs.redaction import redactor
 
 logger = logging.getLogger(__name__)
 # called with each stored batch of events (wire shape, in order): run_delegation prints them
@@ -67,9 +70,22 @@ class DjangoEventSink:
         self._memory = WriterMemory()
         self._failure: BaseException | None = None
         self.events_stored = 0
+        self._secrets = redactor()
+        self._held_text: dict[str, str] = {}   # run id -> streamed text that may begin a secret
 
     # -- the EventSink protocol ----------------------------------------------------------
     async def emit(self, run_id: str, type: str, data: dict[str, Any]) -> None:
+        if type == EventType.TEXT and self._secrets:
+            delta, self._held_text[run_id] = self._secrets.stream(
+                self._held_text.pop(run_id, "") + str(data.get("delta", "")))
+            if not delta:
+                return
+            data = {"delta": delta}
+        elif self._held_text.get(run_id):
+            self._queue(run_id, EventType.TEXT, {"delta": self._held_text.pop(run_id)})
+        self._queue(run_id, type, data)
+
+    def _queue(self, run_id: str, type: str, data: dict[str, Any]) -> None:
         self._ensure_flusher()
         pending = self._pending
         if type == EventType.TEXT and pending:
@@ -113,6 +129,10 @@ class DjangoEventSink:
 
     async def aclose(self) -> None:
         """Store and publish what is left, and stop the flusher."""
+        for run_id, text in self._held_text.items():
+            if text:  # the stream ended on what might have begun a secret
+                self._queue(run_id, EventType.TEXT, {"delta": text})
+        self._held_text.clear()
         if self._flusher is None:
             return
         await self.flush()

@@ -25,6 +25,7 @@ from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.sessions import session_key
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
+from delegations.runs.redaction import redactor
 from delegations.runs.runner_setup import adapter_config
 from skills.models import Skill
 
@@ -128,7 +129,8 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
         subagent_type=str(parsed.subagent_type or ""), skill=parsed.skill or "",
         agent_id=parsed.agent_id or "", depth=parsed.depth,
         session_key=session_key(parsed.agent_id, run_id),
-        adapter_name=name, adapter_config=built.public_config(),
+        # a scripted run's script is its model's words: kept as the event log keeps them
+        adapter_name=name, adapter_config=redactor().value(built.public_config()),
         capabilities=list(parsed.capabilities), budget=parsed.budget.model_dump(mode="json"),
         timeout_s=parsed.timeout_s, cleanup=parsed.cleanup, attempt=parsed.attempt,
         previous_failure=(parsed.previous_failure.model_dump(mode="json")

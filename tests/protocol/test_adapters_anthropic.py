@@ -211,11 +211,13 @@ def test_it_opens_with_a_user_turn_when_the_history_does_not() -> None:
 
 
 @pytest.mark.parametrize(("config", "key"), [
-    ({}, "model"),
+    ({"model": 7}, "model"),
     ({"model": "claude-haiku-4-5", "api_key": SECRET}, "api_key"),
+    ({"model": "claude-haiku-4-5", "endpoint": "openai"}, "endpoint"),
+    ({"model": "claude-haiku-4-5", "api_key_env": "DATABASE_URL"}, "api_key_env"),
     ({"model": "claude-haiku-4-5", "max_tokens": 0}, "max_tokens"),
     ({"model": "claude-haiku-4-5", "temperature": 1.5}, "temperature"),
-    ({"model": "claude-haiku-4-5", "base_url": "api.anthropic.com"}, "base_url"),
+    ({"model": "claude-haiku-4-5", "base_url": "https://api.anthropic.com"}, "base_url"),
     ({"model": "claude-haiku-4-5", "max_retries": -1}, "max_retries"),
     ({"model": "claude-haiku-4-5", "temprature": 0.2}, "temprature"),
 ])
@@ -233,7 +235,8 @@ def test_its_public_config_and_children_keep_the_settings() -> None:
     child = adapter.for_child("pricer")
 
     assert isinstance(child, AnthropicAdapter)
-    assert child.public_config() == {"model": "claude-haiku-4-5", "max_tokens": 256}
+    assert child.public_config() == {"endpoint": "anthropic", "model": "claude-haiku-4-5",
+                                     "max_tokens": 256}
     assert child.model_name == "claude-haiku-4-5"
 
 

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from delegations.protocol.adapters import openai as openai_adapter
+from delegations.protocol.adapters.endpoints import ModelEndpoint
 from delegations.protocol.adapters.openai import OpenAIAdapter, to_openai_messages
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.tool_schemas import YIELD_CONTROL_TOOL
@@ -207,13 +208,30 @@ async def test_it_asks_for_the_key_when_none_is_set(monkeypatch: pytest.MonkeyPa
 async def test_a_local_server_needs_no_key(monkeypatch: pytest.MonkeyPatch, provider_http) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
     http = provider_http.play(provider_http.sse(TEXT_STREAM))
-    adapter = OpenAIAdapter({**FAST, "base_url": "http://127.0.0.1:9/v1"},
-                            http_client=http.client())
+    local = ModelEndpoint("local-server", "openai", "http://127.0.0.1:9/v1", "OPENAI_API_KEY")
+    adapter = OpenAIAdapter(FAST, endpoint=local, http_client=http.client())
 
     turn = await adapter.complete(MESSAGES, [])
 
     assert turn.text == "The price is 175.22 USD."
     assert str(http.requests[0].url) == "http://127.0.0.1:9/v1/chat/completions"
+    assert http.requests[0].headers["authorization"] == "Bearer not-needed"
+
+
+async def test_it_sends_the_key_the_endpoint_names_to_the_endpoint_only(
+        monkeypatch: pytest.MonkeyPatch, provider_http) -> None:
+    monkeypatch.setenv("VLLM_TEST_KEY", "vllm-key-0123456789")
+    http = provider_http.play(provider_http.sse(TEXT_STREAM))
+    vllm = ModelEndpoint("vllm", "openai", "http://127.0.0.1:9/v1", "VLLM_TEST_KEY", ("qwen",))
+    adapter = OpenAIAdapter({"seed": 7}, endpoint=vllm, http_client=http.client())
+
+    await adapter.complete(MESSAGES, [])
+
+    request = http.requests[0]
+    assert str(request.url) == "http://127.0.0.1:9/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer vllm-key-0123456789"
+    assert (http.body()["model"], http.body()["seed"]) == ("qwen", 7)
+    assert adapter.public_config() == {"endpoint": "vllm", "model": "qwen", "seed": 7}
 
 
 async def test_it_names_the_tool_when_one_tool_is_required(provider_http) -> None:
@@ -276,13 +294,17 @@ def test_it_converts_the_history_to_chat_completions_form() -> None:
 
 
 @pytest.mark.parametrize(("config", "key"), [
-    ({}, "model"),
+    ({"model": 7}, "model"),
     ({"model": "gpt-4o-mini", "api_key": SECRET}, "api_key"),
+    ({"model": "gpt-4o-mini", "endpoint": "nowhere"}, "endpoint"),
+    ({"model": "gpt-4o-mini", "endpoint": "anthropic"}, "endpoint"),
+    ({"model": "gpt-4o-mini", "default_headers": {"X-Api-Key": SECRET}}, "default_headers"),
+    ({"model": "gpt-4o-mini", "seed": -1}, "seed"),
     ({"model": "gpt-4o-mini", "temperature": 3}, "temperature"),
     ({"model": "gpt-4o-mini", "tool_choice": "always"}, "tool_choice"),
     ({"model": "gpt-4o-mini", "timeout_s": 0}, "timeout_s"),
-    ({"model": "gpt-4o-mini", "api_key_env": "not a name"}, "api_key_env"),
-    ({"model": "gpt-4o-mini", "base_url": "localhost:8080"}, "base_url"),
+    ({"model": "gpt-4o-mini", "api_key_env": "DATABASE_URL"}, "api_key_env"),
+    ({"model": "gpt-4o-mini", "base_url": "http://127.0.0.1:9/v1"}, "base_url"),
     ({"model": "gpt-4o-mini", "max_tokens": "many"}, "max_tokens"),
 ])
 def test_it_rejects_a_bad_config_naming_the_key(config: dict, key: str) -> None:
@@ -300,8 +322,19 @@ def test_its_children_keep_the_config() -> None:
     child = adapter.for_child("pricer")
 
     assert isinstance(child, OpenAIAdapter)
-    assert child.public_config() == {"model": "gpt-4o-mini", "max_tokens": 128}
+    assert child.public_config() == {"endpoint": "openai", "model": "gpt-4o-mini", "max_tokens": 128}
     assert child.model_name == "gpt-4o-mini"
+
+
+def test_a_run_picks_only_a_model_its_endpoint_allows() -> None:
+    vllm = ModelEndpoint("vllm", "openai", "http://127.0.0.1:9/v1", None, ("qwen", "llama"))
+
+    with pytest.raises(ProtocolError) as caught:
+        OpenAIAdapter({"model": "gpt-4o"}, endpoint=vllm)
+
+    assert caught.value.details["key"] == "model"
+    assert "qwen, llama" in caught.value.message
+    assert OpenAIAdapter({"model": "llama"}, endpoint=vllm).model_name == "llama"
 
 
 # --- a real OpenAI-compatible server --------------------------------------------------------
@@ -352,13 +385,17 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+def _llama(base_url: str) -> ModelEndpoint:
+    return ModelEndpoint("llama-server", "openai", base_url)
+
+
 @pytest.mark.local_model
 async def test_it_makes_a_forced_tool_call_on_a_real_server(llama_server: str,
                                                             monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
-    adapter = OpenAIAdapter({"model": "smollm2", "base_url": llama_server,
+    adapter = OpenAIAdapter({"model": "smollm2",
                              "tool_choice": "required", "temperature": 0, "max_tokens": 200,
-                             "timeout_s": 120})
+                             "timeout_s": 120}, endpoint=_llama(llama_server))
     messages = [{"role": "system", "content": "Return your result with yield_control."},
                 {"role": "user", "content": "Task done: the price of TSLA is 175.22 USD."}]
 
@@ -376,8 +413,8 @@ async def test_it_makes_a_forced_tool_call_on_a_real_server(llama_server: str,
 @pytest.mark.local_model
 async def test_it_streams_plain_text_from_a_real_server(llama_server: str, monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
-    adapter = OpenAIAdapter({"model": "smollm2", "base_url": llama_server, "temperature": 0,
-                             "max_tokens": 24, "timeout_s": 120})
+    adapter = OpenAIAdapter({"model": "smollm2", "temperature": 0, "max_tokens": 24,
+                             "timeout_s": 120}, endpoint=_llama(llama_server))
     deltas: list[str] = []
 
     async def on_text(text: str) -> None:
@@ -396,8 +433,8 @@ async def test_it_streams_plain_text_from_a_real_server(llama_server: str, monke
 async def test_it_gets_an_automatic_tool_choice_from_a_server_that_cannot_stream_it(
         llama_server: str, monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
-    adapter = OpenAIAdapter({"model": "smollm2", "base_url": llama_server, "temperature": 0,
-                             "max_tokens": 120, "timeout_s": 120})
+    adapter = OpenAIAdapter({"model": "smollm2", "temperature": 0, "max_tokens": 120,
+                             "timeout_s": 120}, endpoint=_llama(llama_server))
     messages = [{"role": "system", "content": "Return your result with yield_control."},
                 {"role": "user", "content": "Task done: the price of TSLA is 175.22 USD."}]
 

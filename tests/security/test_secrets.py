@@ -1,6 +1,6 @@
 """A secret never leaves the process that holds it: an API key planted in the environment
 (and offered in an adapter config) appears in no event, log line, page, API response or
-admin page, even when the model provider echoes it back in an error."""
+admin page, even when the operator's model provider echoes it back in an error."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from django.test import Client
 
 from delegations.models import Run, RunEvent
+from delegations.protocol.adapters.endpoints import ModelEndpoint
 from tests.conftest import bearer
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -49,9 +50,11 @@ def echoing_provider() -> Iterator[str]:
     server.server_close()
 
 
-def test_a_planted_key_appears_nowhere(monkeypatch: Any, caplog: Any, composer: Any, admin_user: Any,
-                                       echoing_provider: str, immediate_tasks: None) -> None:
+def test_a_planted_key_appears_nowhere(monkeypatch: Any, caplog: Any, settings: Any, composer: Any,
+                                       admin_user: Any, echoing_provider: str, immediate_tasks: None) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    settings.HANDOFF_MODEL_ENDPOINTS = {**settings.HANDOFF_MODEL_ENDPOINTS, "echoing": ModelEndpoint(
+        "echoing", "openai", echoing_provider, "OPENAI_API_KEY")}
     caplog.set_level(logging.DEBUG)
     owner, admin = Client(), Client()
     owner.force_login(composer)
@@ -69,7 +72,7 @@ def test_a_planted_key_appears_nowhere(monkeypatch: Any, caplog: Any, composer: 
     # read from the environment, sent to a provider that echoes it back in its error
     started = owner.post("/api/runs", content_type="application/json", headers=api, data={
         "packet": packet, "adapter": {"name": "openai", "config": {
-            "model": "gpt-test", "base_url": echoing_provider, "max_retries": 0}}})
+            "model": "gpt-test", "endpoint": "echoing", "max_retries": 0}}})
     assert started.status_code == 201, started.content
     run = Run.objects.get(pk=started.json()["id"])
     assert run.state == "FAILED"

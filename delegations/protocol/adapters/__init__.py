@@ -30,7 +30,7 @@ ADAPTERS: dict[str, AdapterSpec] = {
         "llama-cpp-python, schema-constrained"),
     "openai": AdapterSpec(
         ".openai", "pip install openai",
-        "any OpenAI-compatible Chat Completions server (base_url configurable)"),
+        "any OpenAI-compatible Chat Completions server (the operator's endpoints)"),
     "anthropic": AdapterSpec(
         ".anthropic", "pip install anthropic", "Anthropic Messages API"),
     "scripted": AdapterSpec(

@@ -9,23 +9,23 @@ user). While streaming, ``text_delta`` goes to ``on_text`` and each ``tool_use``
 
 Config (checked when the adapter is built)::
 
-    model               required, e.g. "claude-sonnet-4-5"
+    endpoint            one of the operator's anthropic endpoints, by name; default
+                        "anthropic" (ANTHROPIC_BASE_URL, else the API's; key ANTHROPIC_API_KEY)
+    model               one the endpoint allows; default the endpoint's, e.g. "claude-sonnet-4-5"
     max_tokens          output cap, default 1024 (the API requires one)
     temperature         0..1 (model default when unset)
-    base_url            default: env ANTHROPIC_BASE_URL, else the SDK's
     timeout_s           per request, default 60
     max_retries         retries after the first try for 429/5xx/529/timeouts, default 2
     retry_base_delay_s  first backoff delay, default 0.5 (doubles each retry)
     tool_choice         "auto" (default) | "required" (the API's "any"); a call given a
                         tool_choice (the runner's forced last turn) sends {"type": "tool"}
 
-The API key comes from the environment variable ANTHROPIC_API_KEY only.
+The API key comes from the environment variable the endpoint names only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -44,8 +44,7 @@ from .hosted import (
 )
 from .tool_format import content_text, parameters_schema, tool_description
 
-API_KEY_ENV = "ANTHROPIC_API_KEY"
-_CONFIG_KEYS = ("model", "max_tokens", "temperature", "base_url", "timeout_s", "max_retries",
+_CONFIG_KEYS = ("model", "max_tokens", "temperature", "timeout_s", "max_retries",
                 "retry_base_delay_s", "tool_choice")
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
            "max_tokens": "length", "refusal": "content_filter"}
@@ -145,18 +144,16 @@ class AnthropicAdapter(HostedAdapter[anthropic.AsyncAnthropic]):
                       anthropic.APIConnectionError, anthropic.APIStatusError, anthropic.APIError,
                       anthropic.AnthropicError)
     config_keys = _CONFIG_KEYS
-    missing_key_message = "No Anthropic API key: set the environment variable {env}."
+    missing_key_message = ("No Anthropic API key for endpoint '{endpoint}': the server's operator "
+                           "sets the environment variable {env}.")
 
     def _read_settings(self) -> None:
         adapter, cfg = self.name, self.config
         self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1,
                                         default=1024) or 1024
         self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=1)
-        self.base_url = check.base_url(adapter, cfg,
-                                       default=os.environ.get("ANTHROPIC_BASE_URL"))
         self.timeout_s = check.timeout_s(adapter, cfg)
         self.tool_choice = check.tool_choice(adapter, cfg)
-        self.api_key_env = API_KEY_ENV   # not configurable
 
     def _status_failure(self, exc: anthropic.APIStatusError) -> ProviderFailure:
         kind, message = _error_body(exc.body)

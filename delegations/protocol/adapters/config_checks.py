@@ -2,6 +2,8 @@
 
 Configs are checked when an adapter is built, before any run starts, so a typo in a
 key (``temprature``) or a bad value fails at once with a message saying what to write.
+A config holds model settings only: where requests go and which key they carry are the
+operator's endpoints (``endpoints.py``), which a config picks by name.
 """
 
 from __future__ import annotations
@@ -11,23 +13,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from .base import config_error
+from .endpoints import ModelEndpoint, installed_endpoints
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Config keys that would carry a credential: adapters read keys from the environment only.
 _SECRET_KEYS = ("api_key", "apikey", "secret", "password", "auth_token", "token")
+# Config keys that would choose a host, a header or a variable to read: the operator's.
+_OPERATOR_KEY = re.compile(r"url|host|header|proxy|_env$|^env|organi[sz]ation|project", re.IGNORECASE)
 
 
 def reject_unknown_keys(adapter: str, config: dict[str, Any], allowed: Iterable[str]) -> None:
     allowed_set = set(allowed)
     for key in config:
-        lowered = key.lower()
-        if any(secret in lowered for secret in _SECRET_KEYS) and key not in allowed_set:
+        if key in allowed_set:
+            continue
+        if _OPERATOR_KEY.search(key):
+            raise config_error(adapter, key,
+                               "is not a run's to set: the hosts a run calls and the keys "
+                               "they get are the operator's endpoints, which a config picks "
+                               "by name with 'endpoint'")
+        if any(secret in key.lower() for secret in _SECRET_KEYS):
             raise config_error(adapter, key,
                                "must not be in the config: API keys are read from the "
                                "environment only (never stored with a run)")
-        if key not in allowed_set:
-            raise config_error(adapter, key,
-                               f"is not a known setting (known: {', '.join(sorted(allowed_set))})")
+        raise config_error(adapter, key,
+                           f"is not a known setting (known: {', '.join(sorted(allowed_set))})")
 
 
 def number(adapter: str, config: dict[str, Any], key: str, *, minimum: float,
@@ -74,20 +83,30 @@ def text(adapter: str, config: dict[str, Any], key: str, *, required: bool = Fal
     return value
 
 
-def base_url(adapter: str, config: dict[str, Any], key: str = "base_url",
-             default: str | None = None) -> str | None:
-    value = text(adapter, config, key, default=default)
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise config_error(adapter, key, f"must be an http:// or https:// URL, not {value!r}")
-    return value
+def endpoint(adapter: str, config: dict[str, Any]) -> ModelEndpoint:
+    """``endpoint``: the name of one of the operator's endpoints for this adapter (default:
+    the one named like the adapter)."""
+    name = text(adapter, config, "endpoint", default=adapter) or adapter
+    endpoints = installed_endpoints()
+    found = endpoints.get(name)
+    if found is None or found.adapter != adapter:
+        known = sorted(key for key, value in endpoints.items() if value.adapter == adapter)
+        raise config_error(adapter, "endpoint",
+                           f"names no {adapter} endpoint of this server: {name!r} (known: "
+                           f"{', '.join(known) or 'none'}; the operator defines them)")
+    return found
 
 
-def env_var_name(adapter: str, config: dict[str, Any], key: str, default: str) -> str:
-    value = text(adapter, config, key, default=default) or default
-    if not _ENV_NAME.match(value):
-        raise config_error(adapter, key,
-                           f"must name an environment variable (letters, digits, _), not {value!r}")
-    return value
+def endpoint_model(adapter: str, config: dict[str, Any], chosen: ModelEndpoint) -> str:
+    """``model``: one the endpoint allows, by default the endpoint's own."""
+    model = text(adapter, config, "model", default=chosen.model)
+    if model is None:
+        raise config_error(adapter, "model", "is required (a non-empty string)")
+    if not chosen.allows(model):
+        raise config_error(adapter, "model",
+                           f"must be one endpoint {chosen.name!r} allows ({', '.join(chosen.models)}), "
+                           f"not {model!r}")
+    return model
 
 
 def boolean(adapter: str, config: dict[str, Any], key: str, *, default: bool) -> bool:

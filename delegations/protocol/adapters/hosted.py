@@ -12,9 +12,11 @@ every other failure, and one that outlives its retries, becomes
 made while nothing has been streamed to ``on_text`` yet: replaying a half-streamed answer
 would show the watcher the same text twice.
 
-API keys are read from the environment only and never leave this module in a message:
-every text taken from an exception is passed through :func:`scrub_secrets` first, which
-removes the configured key itself and anything shaped like a provider key or bearer token.
+Where requests go and which key they carry is the endpoint's (``endpoints.py``): the
+operator's, picked by name in the config, never a URL or a variable named there. The key is
+read from the environment variable the endpoint names and never leaves this module in a
+message: every text taken from an exception is passed through :func:`scrub_secrets` first,
+which removes the key itself and anything shaped like a provider key or bearer token.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, ClassVar, Self
 from ..errors import ErrorCode, ProtocolError
 from . import config_checks as check
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolSchema, config_error
+from .endpoints import ModelEndpoint
 
 _KEY_PATTERNS = re.compile(
     r"(sk-[A-Za-z0-9_\-]{6,}"                       # OpenAI and Anthropic (sk-ant-...) keys
@@ -150,11 +153,11 @@ class ProviderSDK:
 class HostedAdapter[ClientT](ModelAdapter):
     """A model behind a provider's HTTP API, called through the provider's official SDK.
 
-    The config is checked when the adapter is built: unknown keys, ``model``, then the
-    provider's own settings (:meth:`_read_settings`), then ``max_retries`` and
-    ``retry_base_delay_s``. The client is made on the first call, with the key from the
-    environment variable ``api_key_env``; every call runs under one retry policy, and each
-    try is the provider's :meth:`_attempt`.
+    The config is checked when the adapter is built: unknown keys, ``endpoint``, ``model``
+    (one the endpoint allows), then the provider's own settings (:meth:`_read_settings`),
+    then ``max_retries`` and ``retry_base_delay_s``. The client is made on the first call,
+    for the endpoint's base URL with the key from the environment variable it names; every
+    call runs under one retry policy, and each try is the provider's :meth:`_attempt`.
     """
 
     sdk: ClassVar[ProviderSDK]
@@ -162,17 +165,21 @@ class HostedAdapter[ClientT](ModelAdapter):
     missing_key_message: ClassVar[str]   # "{env}" is the environment variable's name
 
     # set by _read_settings
-    base_url: str | None
     timeout_s: float
     tool_choice: str
-    api_key_env: str
 
     def __init__(self, config: dict[str, Any] | None = None, *,
-                 http_client: Any | None = None) -> None:
-        """``http_client`` (an ``httpx2.AsyncClient``) is for tests and proxies only."""
+                 endpoint: ModelEndpoint | None = None, http_client: Any | None = None) -> None:
+        """``endpoint`` is for a program that holds its own (the config's ``endpoint`` names
+        one of the installed ones otherwise); ``http_client`` (an ``httpx2.AsyncClient``)
+        is for tests and proxies only."""
         super().__init__(config)
-        check.reject_unknown_keys(self.name, self.config, self.config_keys)
-        self.model = check.text(self.name, self.config, "model", required=True) or ""
+        check.reject_unknown_keys(self.name, self.config, (*self.config_keys, "endpoint"))
+        self.endpoint = endpoint or check.endpoint(self.name, self.config)
+        self.model = check.endpoint_model(self.name, self.config, self.endpoint)
+        # stored with the run as it ran: a resume or retry asks the same endpoint and model
+        self.config.update(endpoint=self.endpoint.name, model=self.model)
+        self.base_url = self.endpoint.base_url
         self._read_settings()
         self.retry_policy = retry_policy_from_config(self.name, self.config)
         self._http_client = http_client
@@ -185,7 +192,7 @@ class HostedAdapter[ClientT](ModelAdapter):
         retry settings; the first bad key read is the one reported)."""
 
     def for_child(self, label: str) -> Self:
-        return type(self)(self.config, http_client=self._http_client)
+        return type(self)(self.config, endpoint=self.endpoint, http_client=self._http_client)
 
     @property
     def model_name(self) -> str:
@@ -193,11 +200,13 @@ class HostedAdapter[ClientT](ModelAdapter):
 
     def _client_or_error(self) -> ClientT:
         if self._client is None:
-            key = os.environ.get(self.api_key_env) or None
+            key_env = self.endpoint.api_key_env
+            key = (os.environ.get(key_env) if key_env else None) or None
             if key is None and self.base_url is None:
                 raise ProtocolError(
-                    ErrorCode.TOOL_FAILURE, self.missing_key_message.format(env=self.api_key_env),
-                    details={"adapter": self.name, "env": self.api_key_env})
+                    ErrorCode.TOOL_FAILURE, self.missing_key_message.format(
+                        env=key_env or "(none)", endpoint=self.endpoint.name),
+                    details={"adapter": self.name, "endpoint": self.endpoint.name, "env": key_env})
             self._api_key = key
             # The SDK's own retries are off: call_with_retries applies one policy for every
             # provider and knows whether text was already streamed.

@@ -1,36 +1,36 @@
 """Any OpenAI-compatible Chat Completions server through the official ``openai`` SDK.
 
-Works with OpenAI itself and with vLLM, Ollama, LM Studio and llama.cpp's servers
-(``base_url``). Answers are streamed: text deltas go to ``on_text`` as they arrive,
+Works with OpenAI itself and with vLLM, Ollama, LM Studio and llama.cpp's servers (an
+operator's endpoint with their ``base_url``, see ``endpoints.py``). Answers are streamed: text deltas go to ``on_text`` as they arrive,
 tool-call fragments are joined by their ``index`` and parsed when the stream ends.
 
 Config (checked when the adapter is built)::
 
-    model               required, e.g. "gpt-4o-mini"
-    base_url            default: env OPENAI_BASE_URL, else the SDK's (api.openai.com)
+    endpoint            one of the operator's openai endpoints, by name; default "openai"
+                        (OPENAI_BASE_URL, else api.openai.com; key OPENAI_API_KEY)
+    model               one the endpoint allows; default the endpoint's, e.g. "gpt-4o-mini"
     temperature         0..2 (server default when unset)
     max_tokens          output token cap (server default when unset)
+    seed                an integer, for servers that sample reproducibly (unset: none)
     timeout_s           per request, default 60
     max_retries         retries after the first try for 429/5xx/timeouts, default 2
     retry_base_delay_s  first backoff delay, default 0.5 (doubles each retry)
     tool_choice         "auto" (default) | "required"; a call given a tool_choice (the
                         runner's forced last turn) names that function instead
-    api_key_env         name of the env var holding the key, default OPENAI_API_KEY
     stream              default true; false for servers that cannot stream at all
 
 A stream that ends or breaks off before its first chunk while tools were offered
 (llama-cpp-python's server does this for an automatic tool choice, which it cannot
 stream) is asked again without streaming; the answer then reaches ``on_text`` in one piece.
 
-The API key is read from the environment only. A local server (``base_url`` set) needs
-none; the SDK is then given a dummy key. When a server sends no usage figures, tokens are
+The API key is read from the environment variable the endpoint names. A local server (an
+endpoint with a ``base_url``) needs none; the SDK is then given a dummy key. When a server sends no usage figures, tokens are
 estimated at four characters a token so budgets still bite.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -51,8 +51,8 @@ from .tool_format import arguments_json, content_text, parameters_schema, tool_d
 
 # base_urls (or "default") seen failing to stream an answer when tools were offered.
 _NO_TOOL_STREAMING: set[str] = set()
-_CONFIG_KEYS = ("model", "base_url", "temperature", "max_tokens", "timeout_s", "max_retries",
-                "retry_base_delay_s", "tool_choice", "api_key_env", "stream")
+_CONFIG_KEYS = ("model", "temperature", "max_tokens", "seed", "timeout_s", "max_retries",
+                "retry_base_delay_s", "tool_choice", "stream")
 _FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls", "stop": "stop",
            "length": "length", "content_filter": "content_filter"}
 
@@ -151,17 +151,17 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
     sdk = ProviderSDK(openai.AsyncOpenAI, openai.APITimeoutError, openai.APIConnectionError,
                       openai.APIStatusError, openai.APIError, openai.OpenAIError)
     config_keys = _CONFIG_KEYS
-    missing_key_message = ("No OpenAI API key: set the environment variable {env}, or set "
-                           "base_url to an OpenAI-compatible server that needs no key.")
+    missing_key_message = ("No OpenAI API key for endpoint '{endpoint}': the server's operator "
+                           "sets the environment variable {env}, or gives the endpoint the "
+                           "base_url of an OpenAI-compatible server that needs no key.")
 
     def _read_settings(self) -> None:
         adapter, cfg = self.name, self.config
-        self.base_url = check.base_url(adapter, cfg, default=os.environ.get("OPENAI_BASE_URL"))
         self.temperature = check.number(adapter, cfg, "temperature", minimum=0, maximum=2)
         self.max_tokens = check.integer(adapter, cfg, "max_tokens", minimum=1)
+        self.seed = check.integer(adapter, cfg, "seed", minimum=0, maximum=2**63 - 1)
         self.timeout_s = check.timeout_s(adapter, cfg)
         self.tool_choice = check.tool_choice(adapter, cfg)
-        self.api_key_env = check.env_var_name(adapter, cfg, "api_key_env", "OPENAI_API_KEY")
         self.stream = check.boolean(adapter, cfg, "stream", default=True)
 
     def _status_failure(self, exc: openai.APIStatusError) -> ProviderFailure:
@@ -189,6 +189,8 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
             request["temperature"] = self.temperature
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
+        if self.seed is not None:
+            request["seed"] = self.seed
         return request
 
     async def _attempt(self, client: openai.AsyncOpenAI, request: dict[str, Any],
