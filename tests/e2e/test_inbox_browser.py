@@ -76,6 +76,9 @@ def test_a_network_call_arrives_live_is_edited_with_a_diff_and_approved_from_the
     page.keyboard.press("a")
     page.locator(f'.inbox-item[data-run-id="{run_id}"][data-pending="0"]').wait_for()
     assert "approved with edits" in item.inner_text()
+    recent = page.locator(f'#inbox-history tr[data-approval-id="{item.get_attribute("data-approval-id")}"]')
+    recent.wait_for()   # listed under "Recently decided" at once, without a reload
+    assert "edited" in recent.inner_text() and "price-fetcher" in recent.inner_text()
     item.wait_for(state="detached")
     assert page.evaluate("window.__sameDocument") is True
 
