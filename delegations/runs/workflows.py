@@ -72,6 +72,9 @@ def _pin_skill(packet: HandoffPacket) -> HandoffPacket:
     return packet.model_copy(update={"skill": skill.ref})
 
 
+RETRY_AFTER_MAX_S = 10   # the longest Retry-After a refused run is told to wait
+
+
 def _check_room_to_wait(owner: Any) -> None:
     """Refuse (RunError 429 with Retry-After) a run that would wait to start behind the
     owner's HANDOFF_MAX_PENDING_RUNS_PER_OWNER waiting runs, or everyone's
@@ -91,11 +94,12 @@ def _check_room_to_wait(owner: Any) -> None:
 
 def _refuse_waiting(count: int, whose: str, limit: int, kind: RunQuerySet) -> NoReturn:
     """Say how many wait and when to ask again: about when one of them has started, one over
-    the rate at which runs of their ``kind`` finished in the last minute (1 to 60 s; 10 s
-    when none did, as when the first runs of a burst still work: 60 s there had a load
-    test's refused clients wait out its whole window)."""
-    finished = kind.filter(finished_at__gte=timezone.now() - timedelta(seconds=60)).count()
-    wait_s = max(1, min(60, math.ceil(60 / finished))) if finished else 10
+    the rate at which runs of their ``kind`` finished in the last RETRY_AFTER_MAX_S seconds,
+    and at most that. A rate over a minute came out at 60 s while a burst's first runs were
+    still finishing, and the load test's refused clients sat out its whole window."""
+    since = timezone.now() - timedelta(seconds=RETRY_AFTER_MAX_S)
+    finished = kind.filter(finished_at__gte=since).count()
+    wait_s = max(1, math.ceil(RETRY_AFTER_MAX_S / finished)) if finished else RETRY_AFTER_MAX_S
     raise RunError(
         f"Not started: {count} runs {whose} are waiting to start, and {limit} is the most that "
         f"may wait. Try again in {wait_s} s, once some have started, or cancel waiting runs "
