@@ -324,7 +324,9 @@ def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
         made.children = []
         for index, row_below in enumerate(below):
             child_left = budget_left_after(effective, asked[:index] + asked[index + 1:])
-            child_report = lint_report(row_below.packet_dict(), parent=_as_parent(report, child_left))
+            # judged as the run places it, one level down (as lint_packet judges a planned child)
+            placed = {**row_below.packet_dict(), "depth": depth + 1}
+            child_report = lint_report(placed, parent=_as_parent(report, child_left))
             made.children.append(node(row_below, depth + 1, child_report, made, child_left))
         for index, child in enumerate(made.children):
             child.first, child.last = index == 0, index == len(made.children) - 1
