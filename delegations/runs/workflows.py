@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
 from delegations.models.runs import TERMINAL, RunQuerySet, new_run_id
-from delegations.protocol.adapters import make_adapter
+from delegations.protocol.adapters import ModelAdapter, make_adapter
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
 from delegations.protocol.lint import Severity, lint_packet, rejection_message
@@ -107,6 +107,11 @@ def _refuse_waiting(count: int, whose: str, limit: int, kind: RunQuerySet) -> No
         details={"waiting": count, "limit": limit})
 
 
+def _adapter(name: str, config: dict[str, Any] | None) -> ModelAdapter:
+    """The run's adapter, its config checked (ProtocolError naming the key otherwise)."""
+    return make_adapter(name, adapter_config(name, config))
+
+
 def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | None = None,
                config: dict[str, Any] | None = None, owner: Any = None,
                delegation: Delegation | None = None, retry_of: Run | None = None,
@@ -121,7 +126,7 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     how many and when to try again; nothing is written)."""
     parsed = _pin_skill(parse_packet(packet))
     name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
-    built = make_adapter(name, adapter_config(name, config))
+    built = _adapter(name, config)
     findings = _lint(parsed)
     errors = [f for f in findings if f["severity"] == Severity.ERROR]
     if start and not errors:
@@ -162,6 +167,7 @@ def run_retry(*, run: Run, user: Any, fix_instructions: str = "") -> Run:
         if not run.is_terminal:
             raise RunError("The run is still going; cancel it first or wait for it to finish.")
         _check_room_to_wait(user)  # before a COMPLETE run is returned for an attempt not made
+        _adapter(run.adapter_name, run.adapter_config)  # a config stored before endpoints: refused
         if run.state == RunState.COMPLETE:
             append_events([(run, "state", {"state": RunState.RETURNED.value,
                                            "previous": RunState.COMPLETE.value,

@@ -177,9 +177,12 @@ def _dry_run(page: Client, adapter: str, config: dict[str, Any], delegation: Del
 
 def _api_retry(api: Client, headers: dict[str, str], adapter: str, config: dict[str, Any],
                owner: Any, **_: Any) -> tuple[int, str]:
-    """A run stored with such a config (as runs were before endpoints) is not retried with it."""
-    failed = make_run(owner, state="FAILED", label=SEEDED, adapter_name=adapter, adapter_config=config)
-    response = api.post(f"/api/runs/{failed.pk}/retry", content_type="application/json", headers=headers)
+    """A run stored with such a config (as runs were before endpoints) is not retried with it,
+    and a finished one keeps its result."""
+    done = make_run(owner, state="COMPLETE", label=SEEDED, adapter_name=adapter, adapter_config=config)
+    response = api.post(f"/api/runs/{done.pk}/retry", content_type="application/json", headers=headers)
+    done.refresh_from_db()
+    assert done.state == "COMPLETE"
     return response.status_code, response.content.decode()
 
 
