@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -75,6 +77,24 @@ def tokens_per_second(loaded: host_program.LoadedModel, request: dict[str, Any],
     return median(rates), masks
 
 
+FIRST_LOAD = """
+import json, sys, time
+started = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+import model_host
+model_host.load_model(json.loads(sys.argv[2]), model_host.system_info())
+print(time.perf_counter() - started)
+"""
+
+
+def first_load_in_process(spec: dict[str, Any]) -> float:
+    """What the first call cost without a host: importing llama_cpp and loading the model,
+    timed inside a fresh interpreter (the host's own start is what is left over)."""
+    out = subprocess.run([sys.executable, "-c", FIRST_LOAD, str(Path(host_program.__file__).parent),
+                          json.dumps(spec)], capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -83,30 +103,36 @@ def rss_mb(pid: int) -> float:
 
 
 async def host_figures(adapter: LocalAdapter, spec: dict[str, Any], runs: int) -> None:
+    host_first, own_first = [], []
+    for _ in range(runs):  # alternated, so a busy moment hits both sides alike
+        host = ModelHost()
+        started = time.perf_counter()
+        await host.call({"op": "load", "model": spec})
+        host_first.append(time.perf_counter() - started)
+        host.stop()
+        own_first.append(first_load_in_process(spec))
+    print(f"  host: first call (start the host, import llama_cpp, load) "
+          f"{median(host_first) * 1000:.0f} ms; the same import and load in a fresh process "
+          f"{median(own_first) * 1000:.0f} ms -> added by the host "
+          f"{(median(host_first) - median(own_first)) * 1000:.0f} ms (medians)")
     host = ModelHost()
-    started = time.perf_counter()
-    loaded = await host.call({"op": "load", "model": spec})
-    first_call = time.perf_counter() - started
-    print(f"  host: first call (start + load) {first_call * 1000:.0f} ms, of which llama.cpp's "
-          f"load {loaded['load_seconds'] * 1000:.0f} ms -> added by the host "
-          f"{(first_call - loaded['load_seconds']) * 1000:.0f} ms")
+    await host.call({"op": "load", "model": spec})
     assert host.pid is not None
     print(f"  host: resident memory with the model loaded {rss_mb(host.pid):.0f} MB")
     one = {**job(adapter, lazy=True, max_tokens=1), "op": "generate", "model": spec}
-    await host.call(one)  # the prompt is cached from here on
-    through_host = []
-    for _ in range(runs * 4):
+    here = host_program.load_model(spec, host_program.system_info())
+    await host.call(one)  # the prompt is cached from here on, on both sides
+    host_program.generate(here, one, threading.Event(), lambda piece: None)
+    through_host, in_process = [], []
+    for _ in range(runs * 10):  # alternated, so a busy moment hits both sides alike
         started = time.perf_counter()
         await host.call(one)
         through_host.append(time.perf_counter() - started)
-    print(f"  host: resident memory after answering {rss_mb(host.pid):.0f} MB")
-    host.stop()
-    here = host_program.load_model(spec, host_program.system_info())
-    in_process = []
-    for _ in range(runs * 4):
         started = time.perf_counter()
         host_program.generate(here, one, threading.Event(), lambda piece: None)
         in_process.append(time.perf_counter() - started)
+    print(f"  host: resident memory after answering {rss_mb(host.pid):.0f} MB")
+    host.stop()
     here.llama.close()
     print(f"  host: one-token call {median(through_host) * 1000:.1f} ms through the host, "
           f"{median(in_process) * 1000:.1f} ms in process -> overhead "

@@ -328,6 +328,7 @@ class LocalAdapter(ModelAdapter):
         self.seed = check.integer(adapter, cfg, "seed", minimum=0, maximum=2**31 - 1)
         self.n_threads = check.integer(adapter, cfg, "n_threads", minimum=1, maximum=256)
         self.system_info = ""  # llama.cpp's CPU features, once load() has run
+        self._spec: dict[str, Any] | None = None
 
     @property
     def model_name(self) -> str:
@@ -364,7 +365,9 @@ class LocalAdapter(ModelAdapter):
 
     async def _host_call(self, request: dict[str, Any],
                          on_text: TextCallback | None = None) -> dict[str, Any]:
-        spec = await asyncio.to_thread(self._model_spec)
+        if self._spec is None:  # found and checked once per adapter, off the loop
+            self._spec = await asyncio.to_thread(self._model_spec)
+        spec = self._spec
         try:
             return await model_host().call({**request, "model": spec}, on_text)
         except ProtocolError as exc:

@@ -184,7 +184,12 @@ class ModelHost:
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone
                 loop.call_soon_threadsafe(answers.put_nowait, message)
 
-        request_id = await asyncio.to_thread(self.send, request, listener)
+        # Sent from the loop itself: a request line is a few kB, which the pipe takes at
+        # once while the host reads it. Only the first call, which starts the host, waits.
+        if self.pid is None:
+            request_id = await asyncio.to_thread(self.send, request, listener)
+        else:
+            request_id = self.send(request, listener)
         try:
             while True:
                 message = await answers.get()
