@@ -51,6 +51,7 @@ def _print_result(result: CaseResult) -> None:
 async def _evaluate(model: str, cases: list, verbose: bool, paths: list[str]) -> list[ModelReport]:
     warm = LocalAdapter({"model": model})
     load_seconds = await warm.load()
+    print(f"llama.cpp on this CPU: {warm.system_info}", flush=True)  # which kernels ran
     print(f"{model}: loaded in {load_seconds:.1f} s, {len(cases)} cases on {', '.join(paths)}", flush=True)
     reports = []
     for path in paths:
