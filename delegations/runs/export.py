@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from delegations.models import ImportedRun, Run, RunEvent
 from delegations.protocol.events import EventType
 from delegations.protocol.lifecycle import RunState
+from delegations.runs.redaction import redactor
 
 FORMAT = "handoff.run-export"
 VERSION = 1
@@ -390,8 +391,10 @@ def read_export(source: bytes | str | dict[str, Any]) -> RunExport:
 def run_import(*, source: bytes | str | dict[str, Any], owner: Any) -> ImportedRun:
     """Store a run export for ``owner`` to read (nothing is stored when it is not valid)."""
     export = read_export(source)
-    return ImportedRun.objects.create(owner=owner, label=export.run.display_label[:200],
-                                      document=export.model_dump(mode="json"))
+    # a document from elsewhere may hold this server's secrets: stored redacted, as runs are
+    secrets = redactor()
+    return ImportedRun.objects.create(owner=owner, label=secrets.text(export.run.display_label[:200]),
+                                      document=secrets.value(export.model_dump(mode="json")))
 
 
 def stored_export(imported: ImportedRun) -> RunExport:

@@ -17,10 +17,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from delegations.live.routing import websocket_urlpatterns
-from delegations.models import Run, RunCheckpoint, RunCheckpointPart, RunEvent
+from delegations.models import ImportedRun, Run, RunCheckpoint, RunCheckpointPart, RunEvent
 from delegations.protocol.adapters.endpoints import ModelEndpoint
 from delegations.protocol.redaction import REDACTED, Redactor
 from delegations.runs.database_thread import DatabaseThread
+from delegations.runs.export import run_export, run_import
 from delegations.runs.redaction import SecretsLogFilter
 from delegations.runs.sink import DjangoEventSink
 from tests.conftest import bearer
@@ -156,6 +157,18 @@ def test_a_key_the_providers_model_repeats_is_stored_and_shown_nowhere(
     seen = _everything_about(root, composer, admin_user, caplog)
     assert "You sent me [redacted]; I also know [redacted] and [redacted]." in seen["events"]
     assert _leaks(seen, planted) == []
+
+
+def test_an_imported_run_holding_a_secret_is_stored_redacted(planted: tuple[str, ...], composer: Any) -> None:
+    document = run_export(make_run(composer, state="COMPLETE", label=f"about {API_KEY}"))
+    document["events"].append({"run_id": document["run"]["id"], "seq": 1, "type": "text",
+                               "ts": 1.0, "data": {"delta": f"the key {API_KEY}"}})
+    document["run"]["last_seq"] = document["runs"][0]["last_seq"] = 1
+
+    imported = run_import(source=document, owner=composer)
+
+    stored = json.dumps(ImportedRun.objects.filter(pk=imported.pk).values("label", "document")[0])
+    assert API_KEY not in stored and "the key [redacted]" in stored
 
 
 async def _stream(sink: DjangoEventSink, run_id: str, deltas: list[str]) -> None:
