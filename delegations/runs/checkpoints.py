@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from delegations.models import RunCheckpoint
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.lifecycle import is_terminal
-from delegations.runs.rollups import subtree_usage
+from delegations.runs.rollups import subtree_usages
 from delegations.runs.sink import DjangoEventSink
 
 
 class DjangoCheckpointStore:
-    """Checkpoints in ``RunCheckpoint``, written in order with the run's events."""
+    """Checkpoints in ``RunCheckpoint``, written in order with the run's events.
+
+    A checkpoint loaded to resume has its usage counted from the event log. A parent saves
+    its checkpoint before its children start and next once they are done, so after its
+    worker died (or lost the tree to another) the usage it saved lacks what its children
+    spent meanwhile, and the tree's budget would stop counting it; the subtree's
+    ``model_call`` events hold every call, each stored with the checkpoint that follows
+    it, so a resumed tree counts exactly what a run without a crash would. The figures are
+    read once per execution: a run's subtree works only once the run is restored, so
+    they still hold when a parent reattaches its children."""
 
     def __init__(self, sink: DjangoEventSink) -> None:
         self.sink = sink
         self._latest: dict[str, Checkpoint] = {}
+        self._tree_usage: dict[str, dict[str, int | float]] | None = None
 
     async def save(self, run_id: str, checkpoint: Checkpoint) -> None:
         # a finished run's checkpoint is read again only on a resume, which loads it from
@@ -31,21 +39,11 @@ class DjangoCheckpointStore:
         if run_id in self._latest:
             return self._latest[run_id]
         await self.sink.flush()
-        data = await self.sink.db.call(resumable_checkpoint, run_id)
-        return Checkpoint.model_validate(data) if data else None
-
-
-def resumable_checkpoint(run_id: str) -> dict[str, Any] | None:
-    """The run's saved checkpoint, its usage counted from the event log.
-
-    A parent saves its checkpoint before its children start and next once they are done,
-    so after its worker died (or lost the tree to another) the usage it saved lacks what
-    its children spent meanwhile, and the tree's budget would stop counting it. The
-    subtree's ``model_call`` events hold every call, each stored with the checkpoint that
-    follows it, so a resumed tree counts exactly what a run without a crash would."""
-    data = RunCheckpoint.data_of(run_id)
-    if data is None:
-        return None
-    data["usage"] = {**(data.get("usage") or {}),
-                     **subtree_usage(run_id, str(data.get("root_run_id") or run_id))}
-    return data
+        data = await self.sink.db.call(RunCheckpoint.data_of, run_id)
+        if not data:
+            return None
+        if self._tree_usage is None:
+            root_id = str(data.get("root_run_id") or run_id)
+            self._tree_usage = await self.sink.db.call(subtree_usages, root_id)
+        data["usage"] = {**(data.get("usage") or {}), **self._tree_usage.get(run_id, {})}
+        return Checkpoint.model_validate(data)

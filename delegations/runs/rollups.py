@@ -67,22 +67,29 @@ def own_figures(runtimes: dict[str, float]) -> dict[str, Figures]:
     return figures
 
 
-def subtree_usage(run_id: str, root_id: str) -> dict[str, int | float]:
-    """What the run and all its descendants used by their model calls, from the event log,
-    as a run's usage holds it (calls, tokens, cost; not ``runtime_s``, which is the run's
-    own clock, its children running inside it)."""
+def subtree_usages(root_id: str) -> dict[str, dict[str, int | float]]:
+    """For every run of the tree, what it and all its descendants used by their model
+    calls, from the event log, as a run's usage holds it (calls, tokens, cost; not
+    ``runtime_s``, which is each run's own clock, its children running inside it). Two
+    queries for the whole tree."""
     parent_of: dict[str, str | None] = dict(
         Run.objects.filter(root_id=root_id).values_list("pk", "parent_id"))
-    parent_of.setdefault(run_id, None)
+    own = own_figures(dict.fromkeys(parent_of, 0.0))
+    totals = {run_id: figures.copy() for run_id, figures in own.items()}
+    for run_id, figures in own.items():
+        ancestor = parent_of.get(run_id)
+        while ancestor is not None and ancestor in totals:
+            totals[ancestor].add(figures)
+            ancestor = parent_of.get(ancestor)
+    return {run_id: _metered(figures) for run_id, figures in totals.items()}
 
-    def inside(member: str | None) -> bool:
-        while member is not None and member != run_id:
-            member = parent_of.get(member)
-        return member == run_id
 
-    total = Figures()
-    for figures in own_figures({member: 0.0 for member in parent_of if inside(member)}).values():
-        total.add(figures)
-    metered = total.as_dict()
+def subtree_usage(run_id: str, root_id: str) -> dict[str, int | float]:
+    """What the run and all its descendants used by their model calls (see subtree_usages)."""
+    return subtree_usages(root_id).get(run_id) or _metered(Figures())
+
+
+def _metered(figures: Figures) -> dict[str, int | float]:
+    metered = figures.as_dict()
     del metered["runtime_s"]
     return metered
