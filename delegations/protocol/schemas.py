@@ -546,11 +546,10 @@ def validate_instance(schema: dict[str, Any], instance: object, field: str = "")
 
 
 def _message(error: ValidationError) -> str:
-    # jsonschema quotes the whole text it refuses a length for; the figures are what a
-    # person needs to fix it (a 2,520-character review against a 2,000 limit)
-    if error.validator in ("maxLength", "minLength") and isinstance(error.instance, str):
-        bound = "at most" if error.validator == "maxLength" else "at least"
-        return f"is {len(error.instance):,} characters long; {bound} {error.validator_value:,} allowed"
+    # jsonschema quotes the whole text it finds too long; the figures are what a person
+    # needs to fix it (a 2,520-character review against a 2,000 limit)
+    if error.validator == "maxLength" and isinstance(error.instance, str):
+        return f"is {len(error.instance):,} characters long; at most {error.validator_value:,} allowed"
     return _short(error.message)
 
 
