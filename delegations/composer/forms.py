@@ -511,6 +511,9 @@ class ComposerForm(forms.Form):
         """Whether the folded part holds something: an error, or a value other than where a new
         delegation starts (the role a skill names is the skill's, not the person's)."""
         start = new_initial(self.skill) if self.skill is not None else {}
+        other = self[OTHER_FIELD]   # folded with them for a skill
+        if self.skill is not None and (other.errors or str(other.value() or "").strip() not in ("", "{}")):
+            return True
         return any(field.errors or (_filled(field) and str(field.value()) != str(start.get(field.name)))
                    for section in self.advanced_sections() for field in section.fields)
 
@@ -528,6 +531,17 @@ class ComposerForm(forms.Form):
         if self.skill is not None:
             return spec.section in _SKILL_ADVANCED_SECTIONS or spec.name in _SKILL_ADVANCED_FIELDS
         return spec.section in _AGLOOP_SECTIONS and self.role() not in AGLOOP_ROLES
+
+    def output_fields(self) -> list[str]:
+        """The top-level fields of the skill's output schema, for a one-line summary."""
+        schema = self.skill.output_schema if self.skill is not None else None
+        return list((schema or {}).get("properties") or {})
+
+    def own_criteria_open(self) -> bool:
+        """Whether the person's own criteria hold something (shown unfolded then)."""
+        rows = [row for row in self.criteria if row.has_changed() or row.errors]
+        return bool(self[CRITERIA_TEXT].value() or self.initial.get(CRITERIA_ROWS) or rows
+                    or self.errors.get(CRITERIA_TEXT) or self.criteria.non_form_errors())
 
     def skill_criteria(self) -> list[str]:
         """The skill's own success criteria, which every run of it is checked against."""
@@ -616,6 +630,9 @@ class AdapterForm(RunStartForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
+        config = self.fields["adapter_config"]
+        config.widget.attrs["rows"] = 2   # most runs leave it empty
+        config.help_text = 'Optional JSON, e.g. {"model": "smollm2-135m"} for local or {"script": [...]} for scripted.'
 
 
 class ImportForm(forms.Form):
