@@ -102,6 +102,8 @@ POSITIVE: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any],
     ("VAGUE_CRITERIA", {**SANE, "success_criteria": examples.HANDOFF_VAGUE_CRITERIA}, None, {},
      "success_criteria[0]"),
     ("COMPLETION_CRITERIA_MISSING", {**SANE, "success_criteria": []}, None, {}, "success_criteria"),
+    ("GROUNDING_INPUT_MISSING", {**SANE, "success_criteria": ["`price` appears in `quote_text`"]}, None, {},
+     "input_data.quote_text"),
     ("OUTPUT_SCHEMA_MISSING", {**SANE, "expected_output": None}, None, {},
      "expected_output_schema"),
     ("BUDGET_MISSING", {**SANE, "budget": {}}, None, {}, "budget"),
@@ -182,12 +184,20 @@ def test_a_minimal_sane_packet_has_warnings_but_no_errors() -> None:
                                      "ALLOWED_INPUTS_MISSING"}
 
 
-@pytest.mark.parametrize("name", ["HANDOFF_PARENT_REQUEST", "HANDOFF_DELEGATE_TASK_ARGS",
+@pytest.mark.parametrize("name", ["HANDOFF_DELEGATE_TASK_ARGS",
                                   "AGLOOP_RESEARCHER", "AGLOOP_PLANNER", "AGLOOP_CRITIC",
                                   "AGLOOP_EXECUTOR", "AGLOOP_VERIFIER",
                                   "HANDOFF_PACKAGE", "OPENCLAW_SPAWN_PARAMS"])
 def test_the_protocols_own_examples_have_no_errors(name: str) -> None:
     assert errors(lint(getattr(examples, name))) == []
+
+
+@pytest.mark.parametrize("goal", [None, "", "   "])
+def test_an_empty_goal_is_an_error_even_in_the_protocols_own_parent_request(goal: str | None) -> None:
+    # the hand-off protocol's parent request says what to look up but not what to achieve;
+    # a goal (or an instruction_set it is read from) is the one thing every run needs
+    packet = {**examples.HANDOFF_PARENT_REQUEST, "goal": goal}
+    assert [finding.code for finding in errors(lint(packet))] == ["GOAL_MISSING"]
 
 
 def test_a_child_one_level_down_within_its_parents_scope_passes_the_chain_checks() -> None:

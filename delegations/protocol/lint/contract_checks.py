@@ -21,7 +21,7 @@ from pydantic_core import to_json
 
 from ..budgets import exceeds
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, KNOWN_CAPABILITIES
-from ..criteria import parse_criterion
+from ..criteria import missing_inputs, parse_criterion
 from ..errors import ProtocolError
 from ..packet import ROLE_PARAMS_FIELDS, CriticParams, HandoffPacket, PlannerParams, TaskParams
 from .context import LintContext, is_blank
@@ -136,6 +136,11 @@ def check_criteria(lint: LintContext) -> None:
             lint.add("VAGUE_CRITERIA", field, (
                 "This criterion is not machine-verifiable; give it a kind (json_schema, "
                 "field, regex, word_count, equals, range, evidence, files_modified)."))
+    for name in missing_inputs(packet.success_criteria, packet.input_data):
+        lint.add("GROUNDING_INPUT_MISSING", f"input_data.{name}", (
+            f"A success criterion checks the answer against input_data.{name}, which is not "
+            f"given: give {name}, or the run will fail with ERR_INSUFFICIENT_CONTEXT whatever "
+            "the subagent answers."))
 
 # -- payload bloat, implicit state, the contract's parts, capabilities ---------------------
 

@@ -70,13 +70,15 @@ CHECKS: dict[str, tuple[Severity, str]] = {
     "NO_TIMEOUT": (_W, "No timeout_s and no budget.max_runtime_s: a stuck subagent would "
                       "leave its parent waiting forever (the hand-off protocol's 'Silent "
                       "Failure' anti-pattern)."),
-    "GOAL_MISSING": (_W, "No goal (delegation contract part 1): say what the subagent must "
+    "GOAL_MISSING": (_E, "No goal (delegation contract part 1): say what the subagent must "
                         "achieve."),
     "IMPLICIT_STATE": (_W, "No context is passed (no input_data, context, role params or "
                           "previous failure): the subagent does not know the parent's "
                           "history (the hand-off protocol's implicit-state anti-pattern)."),
     "VAGUE_CRITERIA": (_W, "A success criterion is not machine-verifiable (the hand-off "
                           "protocol's 'Vague Success Criteria' anti-pattern)."),
+    "GROUNDING_INPUT_MISSING": (_W, "A success criterion checks the answer against an input "
+                                   "that input_data does not give: the run cannot meet it."),
     "COMPLETION_CRITERIA_MISSING": (_W, "No success/completion criteria at all (delegation "
                                        "contract part 5)."),
     "OUTPUT_SCHEMA_MISSING": (_W, "No expected output schema (delegation contract part 3). "
