@@ -100,6 +100,7 @@ class Load:
     creation_to_finish: list[float] = field(default_factory=list)
     unfinished: int = 0
     connection_errors: int = 0    # flooding clients' requests on a connection the server closed
+    other_statuses: dict[int, int] = field(default_factory=dict)
 
 
 async def watch(ws_url: str, headers: dict[str, str], root_id: str, load: Load) -> dict[str, list[int]]:
@@ -137,6 +138,7 @@ async def slot(client: Any, ws_url: str, ws_headers: dict[str, str], config: dic
             continue
         if response.status_code != 201:
             load.http_other_errors += 1
+            load.other_statuses[response.status_code] = load.other_statuses.get(response.status_code, 0) + 1
             await asyncio.sleep(0.5)
             continue
         load.accepted += 1
@@ -182,6 +184,7 @@ async def flood(client: Any, config: dict[str, Any], packet: dict[str, Any], loa
             load.http_5xx += 1
         else:
             load.http_other_errors += 1
+            load.other_statuses[response.status_code] = load.other_statuses.get(response.status_code, 0) + 1
             await asyncio.sleep(0.5)
 
 
@@ -322,7 +325,7 @@ def report(load: Load) -> None:
     print(f"lost events / duplicated       {load.lost} / {load.duplicated}"
           + (f" (first lost: {load.lost_example})" if load.lost_example else ""))
     print(f"HTTP 5xx / other HTTP errors   {load.http_5xx} / {load.http_other_errors} "
-          f"(closed connections, retried: {load.connection_errors})")
+          f"(closed connections, retried: {load.connection_errors}; other statuses: {load.other_statuses})")
     print(f"server errors logged           {load.server_errors}")
     print(f"viewer errors                  {len(load.viewer_errors)}"
           + (f" (first: {load.viewer_errors[0]})" if load.viewer_errors else ""))
