@@ -172,13 +172,14 @@ def test_eval_case_is_a_value() -> None:
 
 
 @pytest.mark.local_model
-async def test_one_reference_delegation_on_the_default_local_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", PATHS)
+async def test_one_reference_delegation_on_the_default_local_model(tmp_path: Path, path: str) -> None:
     from delegations.protocol.adapters.local import LocalAdapter
     from delegations.protocol.adapters.local_models import DEFAULT_LOCAL_MODEL
     from tests.protocol.conftest import local_model_or_skip
 
     local_model_or_skip(DEFAULT_LOCAL_MODEL)
     [case] = load_cases(only=["review-positive"])
-    result = await run_case(case, LocalAdapter({"seed": 1}), BuiltinSkills(), tmp_path)
+    result = await run_case(case, LocalAdapter({"seed": 1}), BuiltinSkills(), tmp_path, path)
     assert result.passed, result.why
     assert result.payload["sentiment"] == "positive"
