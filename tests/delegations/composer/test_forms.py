@@ -107,6 +107,25 @@ def test_structured_criteria_come_back_as_rows_and_odd_ones_as_json_lines():
     assert round_trip(packet) == packet
 
 
+def test_grounding_criteria_are_rows_like_the_others_and_round_trip():
+    criteria = [{"kind": "appears_in", "path": "price", "source": "quote_text"},
+                {"kind": "words_absent", "words_of": "question", "source": "context",
+                 "when": {"path": "found", "value": False}}]
+    packet = canonical({"goal": "Answer it", "success_criteria": criteria})
+    initial = initial_from_packet(packet)
+    assert initial["criteria_rows"] == criteria
+    assert round_trip(packet) == packet
+    posted = QueryDict(mutable=True)
+    posted.update({"goal": "Answer it", "criterion-TOTAL_FORMS": "1", "criterion-INITIAL_FORMS": "0",
+                   "criterion-0-kind": "quoted_from", "criterion-0-path": "evidence",
+                   "criterion-0-source": "review", "criterion-0-when_path": "found",
+                   "criterion-0-when_value": "true"})
+    bound = ComposerForm(posted)
+    assert bound.is_valid(), bound.errors
+    assert packet_from_form(bound.cleaned_data)["success_criteria"] == [
+        {"kind": "quoted_from", "path": "evidence", "source": "review", "when": {"path": "found", "value": True}}]
+
+
 def test_a_criterion_row_without_a_kind_asks_for_one():
     form = ComposerForm(initial={"goal": "Price it"})
     data = submitted(form)
