@@ -26,11 +26,18 @@ from delegations.composer.services import DelegationError
 from delegations.inbox import api as inbox_api
 from delegations.models import WorkerHeartbeat
 from delegations.protocol.errors import ProtocolError
+from delegations.protocol.text_limits import TextLimitError
 from delegations.runs import api as runs_api
 from delegations.runs.workflows import RunError
 from skills import api as skills_api
 
-from .api_errors import HandoffNinjaAPI, JSONBodyParser, body_error_of, unreadable_body
+from .api_errors import (
+    HandoffNinjaAPI,
+    JSONBodyParser,
+    body_error_of,
+    text_limit_error,
+    unreadable_body,
+)
 
 logger = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 2.0
@@ -189,8 +196,14 @@ def invalid_input(request: HttpRequest, exc: NinjaValidationError) -> HttpRespon
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if (body_error := body_error_of(exc)) is not None:
-        return api.create_response(request, {"detail": body_error.message}, status=body_error.status)
+        return api.create_response(request, body_error.as_detail(), status=body_error.status)
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(TextLimitError)
+def text_past_the_limits(request: HttpRequest, exc: TextLimitError) -> HttpResponse:
+    error = text_limit_error(exc)
+    return api.create_response(request, error.as_detail(), status=error.status)
 
 
 @api.exception_handler(MultiPartParserError)

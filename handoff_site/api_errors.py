@@ -19,16 +19,32 @@ from ninja.openapi.schema import OpenAPISchema
 from ninja.parser import Parser
 from ninja.types import DictStrAny
 
+from delegations.protocol import text_limits
+from delegations.protocol.errors import Issue
+from delegations.protocol.text_limits import TextLimitError
+
 JSON_TYPES = ("application/json",)
 
 
 class BodyError(Exception):
-    """A request body the API cannot read; ``status`` is 400, 413 or 415."""
+    """A request body the API cannot read; ``status`` is 400, 413, 415, or 422 for text
+    past the limits (``issues`` then names the field)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, issues: list[Issue] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.issues = issues or []
+
+    def as_detail(self) -> dict[str, Any]:
+        """The response body: ``{"detail": ...}``, with ``issues`` as a ProtocolError's."""
+        return {"detail": self.message, **({"issues": [issue.as_dict() for issue in self.issues]}
+                                           if self.issues else {})}
+
+
+def text_limit_error(exc: TextLimitError) -> BodyError:
+    """Text or nesting past delegations/protocol/text_limits.py's limits, as a 422."""
+    return BodyError(422, f"{exc}.", [exc.issue])
 
 
 def _is_json(content_type: str) -> bool:
@@ -37,13 +53,16 @@ def _is_json(content_type: str) -> bool:
 
 
 class JSONBodyParser(Parser):
-    """ninja's JSON parser, with a reason when the body is not JSON. A JSON body sent
-    with another (or no) ``Content-Type`` is still read, as ``curl -d`` sends it."""
+    """ninja's JSON parser, with a reason when the body is not JSON, and the text limits
+    (422 naming the field). A JSON body sent with another (or no) ``Content-Type`` is
+    still read, as ``curl -d`` sends it."""
 
     def parse_body(self, request: HttpRequest) -> DictStrAny:
         content_type = request.content_type or ""
         try:
-            data = json.loads(request.body)
+            data = text_limits.loads(request.body, "body")
+        except text_limits.TextLimitError as exc:
+            raise text_limit_error(exc) from exc
         except UnicodeDecodeError as exc:
             raise BodyError(400, f"The body is not UTF-8 text (byte {exc.start}); send JSON.") from exc
         except ValueError as exc:
@@ -53,7 +72,16 @@ class JSONBodyParser(Parser):
             raise BodyError(400, f"The body is not valid JSON: {exc}.") from exc
         except RecursionError as exc:
             raise BodyError(400, "The body is JSON nested too deeply.") from exc
-        return data  # type: ignore[no-any-return]
+        if not isinstance(data, dict):  # every operation's body is an object (ninja took [] as {})
+            raise BodyError(422, f"The body must be a JSON object ({{...}}), not {_json_kind(data)}.")
+        return data
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    kinds = {list: "an array", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def body_error_of(exc: HttpError) -> BodyError | None:

@@ -94,7 +94,7 @@ class SkillDetailOut(SkillSummaryOut):
     bundle_url: str
 
 
-class VersionOut(Schema):
+class SkillVersionOut(Schema):
     version: str
     is_latest: bool
     created_at: datetime
@@ -102,7 +102,7 @@ class VersionOut(Schema):
 
 
 class SkillWithVersionsOut(SkillDetailOut):
-    versions: list[VersionOut] = Field(description="Every version, highest first (semver)")
+    versions: list[SkillVersionOut] = Field(description="Every version, highest first (semver)")
 
 
 class SkillPageOut(Schema):

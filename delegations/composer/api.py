@@ -10,7 +10,6 @@ and a diff.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
@@ -31,6 +30,8 @@ from delegations.composer.services import (
     version_diff,
 )
 from delegations.models import Delegation
+from delegations.protocol import text_limits
+from delegations.request_bodies import RequestBody
 from delegations.runs.api import PAGE_SIZE, AdapterIn, RunDetailOut, iso, page_bounds, run_detail
 
 router = Router(tags=["delegations"])
@@ -50,7 +51,7 @@ EXAMPLE_PACKET: dict[str, Any] = {
 
 # -- schemas ---------------------------------------------------------------------------------
 
-class DelegationIn(Schema):
+class DelegationIn(RequestBody):
     name: str = Field(description="1-200 characters.", examples=["Caching study"])
     packet: dict[str, Any] = Field(
         description="A hand-off packet in any dialect Handoff reads, stored as composed. It must "
@@ -63,7 +64,7 @@ class DelegationIn(Schema):
                                  description="Order among its siblings; default: after the last.")
 
 
-class DelegationUpdateIn(Schema):
+class DelegationUpdateIn(RequestBody):
     base_version: int = Field(description="The version your edit started from; a save on top of "
                                           "an older one than the current is refused with 409.",
                               examples=[1])
@@ -76,7 +77,7 @@ class DelegationUpdateIn(Schema):
                                  description="Left out: unchanged (or after the last sibling when moved).")
 
 
-class DelegationRunIn(Schema):
+class DelegationRunIn(RequestBody):
     adapter: AdapterIn | None = Field(default=None, description="Default: HANDOFF_DEFAULT_ADAPTER.",
                                       examples=[{"name": "scripted", "config": {}}])
 
@@ -116,7 +117,7 @@ class DelegationPageOut(Schema):
     results: list[DelegationSummaryOut]
 
 
-class VersionOut(Schema):
+class DelegationVersionOut(Schema):
     number: int
     name: str
     packet: dict[str, Any]
@@ -127,7 +128,7 @@ class VersionOut(Schema):
 class VersionsOut(Schema):
     delegation_id: int
     current_version: int
-    versions: list[VersionOut] = Field(description="Oldest first.")
+    versions: list[DelegationVersionOut] = Field(description="Oldest first.")
 
 
 class DiffOut(Schema):
@@ -230,7 +231,7 @@ def lint(request: HttpRequest) -> dict[str, Any]:
     with the report, even when it holds errors or the packet does not parse; 422 only for
     a body that is not a JSON object."""
     try:
-        body = json.loads(request.body)
+        body = text_limits.loads(request.body, "body")
     except ValueError as exc:
         raise HttpError(422, f"The body is not valid JSON ({exc}); send the packet as a JSON object.") from None
     if not isinstance(body, dict):

@@ -24,6 +24,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.forms.fields import InvalidJSONInput
 
+from delegations.protocol import text_limits
+
 PREFIX = "input"
 SEPARATOR = "__"
 LONG_TEXT = 200   # a string allowed to be longer than this gets a textarea
@@ -105,10 +107,14 @@ class JSONValueField(forms.JSONField):
     def to_python(self, value: Any) -> Any:
         if isinstance(value, str) and value.strip():
             try:
-                json.loads(value)
+                text_limits.loads(value)
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"This is not valid JSON: {exc.msg} at line {exc.lineno}, "
                                       f"column {exc.colno}.") from None
+            except RecursionError:
+                raise ValidationError("This JSON nests too deeply to read.") from None
+            except text_limits.TextLimitError as exc:
+                raise ValidationError(f"This JSON is refused: {exc}.") from None
         result = super().to_python(value)
         if self.expect is not None and result is not None and not isinstance(result, self.expect):
             wanted = "an object ({...})" if self.expect is dict else "a list ([...])"

@@ -5,11 +5,11 @@ allowed decisions, the schema of edited arguments) is the decisions module's rul
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 
+from delegations.protocol import text_limits
 from delegations.protocol.approvals import ApprovalKind, Decision
 
 ORDERS = [("oldest", "Oldest first"), ("newest", "Newest first")]
@@ -50,9 +50,11 @@ class EditedArgumentsField(forms.CharField):
         if not text:
             return None
         try:
-            parsed = json.loads(text)
-        except ValueError as error:
+            parsed = text_limits.loads(text, "arguments")
+        except (ValueError, RecursionError) as error:
             raise forms.ValidationError(f"The arguments are not valid JSON: {error}.") from None
+        except text_limits.TextLimitError as error:
+            raise forms.ValidationError(f"The arguments are refused: {error}.") from None
         if not isinstance(parsed, dict):
             raise forms.ValidationError("The arguments must be a JSON object ({\"name\": value, …}).")
         return parsed

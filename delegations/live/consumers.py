@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -15,6 +14,7 @@ from django.db.models import Max, Q
 from delegations.accounts.roles import can_approve, visible_runs
 from delegations.live import feed
 from delegations.models import Approval, RunEvent
+from delegations.protocol import text_limits
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +127,15 @@ class _JsonFramesConsumer(AsyncJsonWebsocketConsumer):
                                   f"are at most {MAX_CLIENT_FRAME_CHARS}.")
             return
         try:
-            content = json.loads(text_data)
+            content = text_limits.loads(text_data, "frame")
         except ValueError as exc:
             await self.send_error(f"Malformed frame: not JSON ({exc}).")
             return
         except RecursionError:
             await self.send_error("Malformed frame: JSON nested too deeply.")
+            return
+        except text_limits.TextLimitError as exc:
+            await self.send_error(f"Malformed frame: {exc}.")
             return
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error('Malformed frame: expected a JSON object with a "type".')

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from delegations.protocol import json_text
+from delegations.protocol import json_text, text_limits
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +51,9 @@ def register_consumer_loop() -> None:
 
 
 def event_text(event: dict[str, Any]) -> str:
-    """An event in wire shape as the JSON text a websocket frame carries."""
-    return json_text.compact(event)
+    """An event in wire shape as the JSON text a websocket frame carries (a lone surrogate
+    stored before the text limits is replaced: a frame must encode as UTF-8)."""
+    return text_limits.printable(json_text.compact(event))
 
 
 def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str]],

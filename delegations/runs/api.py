@@ -21,9 +21,11 @@ from pydantic import Field
 
 from delegations.accounts.roles import can_compose, visible_runs
 from delegations.models import Delegation, Run, RunEvent
+from delegations.protocol import text_limits
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import A2A_STATE, RunState
 from delegations.protocol.results import parse_result
+from delegations.request_bodies import RequestBody
 from delegations.runs.export import (
     ExportError,
     check_size,
@@ -43,21 +45,21 @@ EVENTS_LIMIT = 1000
 
 # -- schemas --------------------------------------------------------------------------------
 
-class AdapterIn(Schema):
+class AdapterIn(RequestBody):
     name: str = Field(description="local, openai, anthropic or scripted")
     config: dict[str, Any] = Field(default_factory=dict,
                                    description="Adapter settings; API keys come from the server's "
                                                "environment, never from here.")
 
 
-class RunCreateIn(Schema):
+class RunCreateIn(RequestBody):
     packet: dict[str, Any] | str | None = Field(
         default=None, description="A hand-off packet in any dialect Handoff reads (object or JSON text); see docs/protocol.md.")
     delegation_id: int | None = Field(default=None, description="Run a saved delegation instead.")
     adapter: AdapterIn | None = Field(default=None, description="Default: HANDOFF_DEFAULT_ADAPTER.")
 
 
-class MessageIn(Schema):
+class MessageIn(RequestBody):
     text: str
 
 
@@ -211,7 +213,7 @@ def _optional_body(request: HttpRequest, field: str) -> str:
         return ""
     if "json" in (request.content_type or ""):
         try:
-            data = json.loads(request.body)
+            data = text_limits.loads(request.body, "body")
         except ValueError as exc:
             raise HttpError(422, f"The body is not valid JSON ({exc}).") from None
     else:

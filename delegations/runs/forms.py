@@ -11,6 +11,7 @@ from django import forms
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
+from delegations.protocol import text_limits
 from delegations.protocol.adapters import ADAPTERS
 from delegations.protocol.adapters.local_models import shipped_models
 from delegations.protocol.lifecycle import RunState
@@ -45,6 +46,12 @@ class RunFilterForm(forms.Form):
                           if value not in ("", None) and defaults.get(key) != value})
 
 
+def _limit_error(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "This JSON nests too deeply to read."
+    return f"This JSON is refused: {exc}."
+
+
 def _json_error(exc: json.JSONDecodeError) -> str:
     return f"This is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
 
@@ -74,9 +81,11 @@ class RunStartForm(forms.Form):
 
     def clean_packet(self) -> dict[str, Any]:
         try:
-            value = json.loads(self.cleaned_data["packet"])
+            value = text_limits.loads(self.cleaned_data["packet"])
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(_json_error(exc)) from None
+        except (text_limits.TextLimitError, RecursionError) as exc:
+            raise forms.ValidationError(_limit_error(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError(
                 f"The packet must be a JSON object ({{...}}), not {type(value).__name__}.")
@@ -87,9 +96,11 @@ class RunStartForm(forms.Form):
         if not text:
             return None
         try:
-            value = json.loads(text)
+            value = text_limits.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(_json_error(exc)) from None
+        except (text_limits.TextLimitError, RecursionError) as exc:
+            raise forms.ValidationError(_limit_error(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError(
                 f"The adapter config must be a JSON object ({{...}}), not {type(value).__name__}.")

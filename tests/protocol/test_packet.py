@@ -474,7 +474,10 @@ def test_may_delegate_follows_depth_and_allow_nested(depth: int, allow_nested: b
 
 # -- property tests ----------------------------------------------------------------------------
 
-_text = st.text(max_size=30)
+# any text a packet may hold: no control characters but tab, newline and carriage return
+# (delegations/protocol/text_limits.py refuses the others, tested there)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cc",), include_characters="\t\n\r"),
+                max_size=30)
 _json_leaf = st.none() | st.booleans() | st.integers(-10**6, 10**6) | _text | st.floats(
     allow_nan=False, allow_infinity=False, width=64)
 _json = st.recursive(_json_leaf, lambda inner: st.lists(inner, max_size=3)
@@ -524,3 +527,23 @@ def test_any_packet_round_trips_through_json_unchanged(data: dict[str, Any]) -> 
     assert again == packet
     assert again.canonical_json() == text
     assert parse_packet(json.loads(text)).packet_hash() == packet.packet_hash()
+
+
+@pytest.mark.parametrize(("packet", "field"), [
+    ({"goal": "half a pair \ud800"}, "goal"),
+    ({"goal": "g", "input_data": {"rows": [{"name": "nul\x00"}]}}, "input_data.rows[0].name"),
+    ({"goal": "g", "context": {"note\x07": 1}}, "context.note\x07"),
+])
+def test_a_packet_with_invalid_text_is_refused_naming_the_field(packet: dict[str, Any], field: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        parse_packet(packet)
+    assert caught.value.code is ErrorCode.INVALID_PACKET
+    assert caught.value.issues[0].field == field
+
+
+def test_a_packet_nested_past_the_limit_is_refused_not_crashed() -> None:
+    value: Any = "leaf"
+    for _ in range(1_400):
+        value = [value]
+    with pytest.raises(ProtocolError, match="deeper than 100 levels"):
+        parse_packet({"goal": "g", "input_data": {"rows": value}})

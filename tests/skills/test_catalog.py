@@ -323,3 +323,12 @@ def test_composers_can_start_a_run_from_the_skill_page(composer_client, catalog)
 def test_others_are_not_offered_to_start_a_run(outsider_client, catalog):
     run_new_url()
     assert "Start a run with this skill" not in text(outsider_client.get("/skills/price-check/"))
+
+
+def test_a_skill_page_lists_the_criteria_every_run_of_it_is_checked_against(composer_client):
+    from django.core.management import call_command
+
+    call_command("load_builtin_skills", verbosity=0)
+    page = text(composer_client.get("/skills/review-sentiment/"))
+    assert "Every run of it is also checked against these, so a copied example or a guess fails:" in page
+    assert "<li>`evidence` is quoted from `review`</li>" in page

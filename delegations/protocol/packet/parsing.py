@@ -20,6 +20,7 @@ from ..budgets import BUDGET_AXES
 from ..criteria import criterion_issues
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..schemas import join_path, normalize_schema_issues
+from ..text_limits import value_issue
 from .models import ROLE_PARAMS_FIELDS, SUBAGENT_TYPES, HandoffPacket
 from .normalizer import TOOL_CALL_NAMES, Normalizer, short_repr, snake_case
 
@@ -119,6 +120,10 @@ def _load(data: dict[str, Any] | str | bytes | bytearray) -> dict[str, Any]:
             ErrorCode.INVALID_PACKET,
             f"A packet is a JSON object; got {type(data).__name__}.",
             issues=[Issue("", f"expected an object, got {type(data).__name__}")])
+    if (issue := value_issue(data)) is not None:
+        raise ProtocolError(ErrorCode.INVALID_PACKET,
+                            f"The delegation packet is not valid: {issue.field or 'the packet'} "
+                            f"{issue.message}.", issues=[issue])
     return _unwrap_tool_call(data)
 
 
