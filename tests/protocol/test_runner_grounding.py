@@ -101,3 +101,15 @@ async def test_without_the_quote_the_correction_turn_says_so_and_the_model_may_a
     assert [request.kind for request in gate.asked] == [ApprovalKind.CLARIFICATION]
     assert outcome.state is RunState.FAILED
     assert outcome.error is not None and outcome.error["code"] == "ERR_INSUFFICIENT_CONTEXT"
+
+
+def test_a_small_models_compact_prompt_leaves_the_grounding_checks_out_and_the_full_one_states_them() -> None:
+    from delegations.protocol.packet import parse_packet
+    from delegations.protocol.runner.prompt import initial_messages
+
+    parsed = parse_packet({**packet(quote_text="$1"), "success_criteria": [
+        *QUOTE_READER["success_criteria"], "Word count < 50"]})
+    compact = initial_messages(parsed, parsed.to_dict(), compact=True)[0]["content"]
+    full = initial_messages(parsed, parsed.to_dict())[0]["content"]
+    assert "appears in" not in compact and "- Word count < 50" in compact
+    assert "- `price` appears in `quote_text`" in full
