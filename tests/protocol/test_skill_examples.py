@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from delegations.protocol.adapters.local import fit_to_context, to_chat_messages
+from delegations.protocol.adapters.local import to_chat_messages
+from delegations.protocol.adapters.model_host import fit_to_context
 from delegations.protocol.adapters.scripted import ScriptedAdapter
 from delegations.protocol.approvals import AutoGate
 from delegations.protocol.checkpoints import MemoryCheckpointStore
