@@ -21,6 +21,7 @@ from pydantic import Field
 
 from delegations.composer.lint import lint_report
 from delegations.composer.services import (
+    NAME_MAX,
     POSITION_MAX,
     DelegationError,
     delegation_create,
@@ -52,13 +53,15 @@ EXAMPLE_PACKET: dict[str, Any] = {
 # -- schemas ---------------------------------------------------------------------------------
 
 class DelegationIn(RequestBody):
-    name: str = Field(description="1-200 characters.", examples=["Caching study"])
+    name: str = Field(min_length=1, max_length=NAME_MAX, pattern=r"\S", description="1-200 characters.",
+                      examples=["Caching study"])
     packet: dict[str, Any] = Field(
         description="A hand-off packet in any dialect Handoff reads, stored as composed. It must "
                     "parse; lint errors are allowed in a draft (they only block running it).",
         examples=[EXAMPLE_PACKET])
-    parent: int | None = Field(default=None, description="The id of one of your delegations to "
-                                                         "nest this under; null for a top-level one.")
+    parent: Annotated[int, Field(ge=1, le=ID_MAX)] | None = Field(
+        default=None, description="The id of one of your delegations to nest this under; null for a "
+                                  "top-level one.")
     template: bool = Field(default=False, description="A starting point to copy rather than run.")
     position: int | None = Field(default=None, ge=0, le=POSITION_MAX,
                                  description="Order among its siblings; default: after the last.")
@@ -68,11 +71,12 @@ class DelegationUpdateIn(RequestBody):
     base_version: int = Field(description="The version your edit started from; a save on top of "
                                           "an older one than the current is refused with 409.",
                               examples=[1])
-    name: str | None = Field(default=None, description="Left out: unchanged.")
+    name: str | None = Field(default=None, min_length=1, max_length=NAME_MAX, pattern=r"\S",
+                             description="Left out: unchanged.")
     packet: dict[str, Any] | None = Field(default=None, description="Left out: unchanged.")
     template: bool | None = Field(default=None, description="Left out: unchanged.")
-    parent: int | None = Field(default=None, description="Left out: unchanged; null: move to the "
-                                                         "top level; an id: move under it.")
+    parent: Annotated[int, Field(ge=1, le=ID_MAX)] | None = Field(
+        default=None, description="Left out: unchanged; null: move to the top level; an id: move under it.")
     position: int | None = Field(default=None, ge=0, le=POSITION_MAX,
                                  description="Left out: unchanged (or after the last sibling when moved).")
 
@@ -210,7 +214,7 @@ def _parent(request: HttpRequest, parent_id: int | None) -> Delegation | None:
     parent = Delegation.objects.visible_to(request.user).filter(pk=parent_id).first()
     if parent is None:
         raise DelegationError(f"No delegation {parent_id} that you can see to nest this under.",
-                              details={"field": "parent"})
+                              status=422, details={"field": "parent"})
     return parent
 
 

@@ -85,11 +85,12 @@ def test_a_child_is_listed_under_its_parent(client: Client, composer_api: dict[s
 
 
 @pytest.mark.parametrize(("body", "status"), [
-    ({"name": "", "packet": scripts.packet()}, 400),
+    ({"name": "", "packet": scripts.packet()}, 422),
+    ({"name": "   ", "packet": scripts.packet()}, 422),
     ({"name": "x", "packet": {"goal": 5}}, 422),
     ({"name": "x", "packet": ["a"]}, 422),
     ({"packet": scripts.packet()}, 422),
-    ({"name": "x", "packet": scripts.packet(), "parent": 999}, 400),
+    ({"name": "x", "packet": scripts.packet(), "parent": 999}, 422),   # read, but names nothing
     ({"name": "x", "packet": scripts.packet(), "parent": "one"}, 422),
 ])
 def test_a_bad_delegation_is_refused_not_saved(client: Client, composer_api: dict[str, str],
@@ -194,7 +195,7 @@ def test_another_owners_delegation_is_404_on_every_route(client: Client, compose
     assert send(client, "get", f"{path}/versions", composer_api).status_code == 404
     assert send(client, "get", f"{path}/diff?a=1&b=1", composer_api).status_code == 404
     assert send(client, "post", f"{path}/runs", composer_api, {}).status_code == 404
-    assert create(client, composer_api, parent=theirs.pk).status_code == 400
+    assert create(client, composer_api, parent=theirs.pk).status_code == 422   # as one that does not exist
     assert send(client, "get", "/999999", composer_api).status_code == 404
     assert Delegation.objects.get(pk=theirs.pk).name == "theirs"
 
