@@ -116,5 +116,10 @@ def loads(text: str | bytes, field: str = "") -> Any:
 
 def printable(text: str) -> str:
     """``text`` with each lone surrogate replaced by U+FFFD, so text stored before the
-    limits (or by a model) can always be drawn."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+    limits (or by a model) can always be drawn. Trying to encode is the quick test: 0.33 ms
+    for a 195 KB page with accents, where the search took 1 ms."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
