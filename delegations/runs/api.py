@@ -144,7 +144,8 @@ class MessageOut(Schema):
 
 
 class RunFilters(Schema):
-    state: str | None = None
+    state: str | None = Field(default=None, description=(
+        "One state or several, comma-separated, in any case: " + ", ".join(RunState) + "."))
     skill: str | None = None
     owner: str | None = None
     root_only: bool = False
