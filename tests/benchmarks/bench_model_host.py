@@ -58,9 +58,11 @@ def job(adapter: LocalAdapter, *, lazy: bool, max_tokens: int = 96) -> dict[str,
             "seed": 1, "lazy_grammar": lazy}
 
 
-def tokens_per_second(loaded: host_program.LoadedModel, request: dict[str, Any],
-                      runs: int) -> tuple[float, int]:
-    rates, masks = [], 0
+def speeds(loaded: host_program.LoadedModel, request: dict[str, Any],
+           runs: int) -> tuple[float, float, int]:
+    """Median output tokens/s and prompt evaluation ms (no cached prefix: the context is
+    reset first), and the last answer's whole-vocabulary grammar masks."""
+    rates, prompt_ms, masks = [], [], 0
     for _ in range(runs):
         first: list[float] = []
 
@@ -68,13 +70,16 @@ def tokens_per_second(loaded: host_program.LoadedModel, request: dict[str, Any],
             if not first:
                 first.append(time.perf_counter())
 
+        loaded.llama.reset()
+        asked = time.perf_counter()
         result = host_program.generate(loaded, request, threading.Event(), note_first)
         started = first[0] if first else time.perf_counter()
         elapsed = time.perf_counter() - started
+        prompt_ms.append((started - asked) * 1000)
         if result.output_tokens > 1 and elapsed > 0:
             rates.append((result.output_tokens - 1) / elapsed)
         masks = result.full_grammar_masks
-    return median(rates), masks
+    return median(rates), median(prompt_ms), masks
 
 
 FIRST_LOAD = """
@@ -160,9 +165,10 @@ def main() -> None:
                 continue
             loaded = host_program.load_model(spec, load_info)
             for lazy in (True, False):
-                rate, masks = tokens_per_second(loaded, job(adapter, lazy=lazy), args.runs)
+                rate, prompt_ms, masks = speeds(loaded, job(adapter, lazy=lazy), args.runs)
                 grammar = f"lazy grammar ({masks} full masks)" if lazy else "full grammar"
-                print(f"  repacking {repack}, {grammar}: {rate:.1f} tokens/s")
+                print(f"  repacking {repack}, {grammar}: {rate:.1f} tokens/s, prompt "
+                      f"{prompt_ms:.0f} ms")
             loaded.llama.close()
         asyncio.run(host_figures(adapter, spec, args.runs))
 

@@ -50,7 +50,8 @@ Config (checked when the adapter is built)::
                  and the same delegation gets the same answer)
     max_tokens   cap on generated tokens, default 512
     seed         sampling seed (default: random per call)
-    n_threads    CPU threads for prompt and generation (default: half the cores, >= 1)
+    n_threads    CPU threads for prompt and generation (default: every core the host may use;
+                 1 on a machine shared with other work, see model_host.default_threads)
 
 A missing or damaged model file or a missing llama-cpp-python is reported when a call is
 made, as ``ProtocolError(ERR_TOOL_FAILURE)`` saying what to install or repair.
