@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
+from delegations.protocol.adapters import config_error
 from delegations.protocol.runner import RunnerSettings
 
 
@@ -30,7 +31,14 @@ def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:
     never travel in configs: the hosted adapters take them, and their default model, from
     the operator's endpoints (settings.HANDOFF_MODEL_ENDPOINTS)."""
     merged = dict(config or {})
-    if name == "local" and not {"model", "model_path"} & merged.keys():
+    if name == "local" and merged.get("model_path", settings.HANDOFF_LOCAL_MODEL_PATH) != (
+            settings.HANDOFF_LOCAL_MODEL_PATH):
+        # a file on the server for llama.cpp to parse is the operator's to name, as a host
+        # is (a stored config holds the operator's file, filled in when the run was made)
+        raise config_error("local", "model_path", "is set by the operator "
+                           "(HANDOFF_LOCAL_MODEL_PATH), not by a run; pick a shipped model with "
+                           "'model' instead")
+    if name == "local" and "model" not in merged:
         # A run that names its model keeps it; otherwise the installation's choice.
         if settings.HANDOFF_LOCAL_MODEL_PATH:
             merged["model_path"] = settings.HANDOFF_LOCAL_MODEL_PATH

@@ -337,12 +337,21 @@ def test_a_message_reaches_the_running_subagent_at_its_next_turn(queued_tasks: N
 
 
 def test_a_missing_local_model_fails_the_run_with_err_tool_failure(immediate_tasks: None, composer: Any,
-                                                                   tmp_path: Any) -> None:
-    run = run_create(packet=scripts.packet(), adapter="local",
-                     config={"model_path": str(tmp_path / "missing.gguf")}, owner=composer)
+                                                                   tmp_path: Any, settings: Any) -> None:
+    settings.HANDOFF_LOCAL_MODEL_PATH = str(tmp_path / "missing.gguf")
+    run = run_create(packet=scripts.packet(), adapter="local", config={}, owner=composer)
     assert run.state == "FAILED" and run.error["code"] == "ERR_TOOL_FAILURE"
     assert "missing.gguf" in run.error["message"]
     assert RunMessage.objects.count() == 0
+
+
+def test_a_run_may_not_name_a_model_file_on_the_server(composer: Any, tmp_path: Any) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        run_create(packet=scripts.packet(), adapter="local",
+                   config={"model_path": "/etc/passwd.gguf"}, owner=composer)
+    assert refused.value.details == {"adapter": "local", "key": "model_path"}
+    assert "HANDOFF_LOCAL_MODEL_PATH" in refused.value.message
+    assert not Run.objects.exists()
 
 
 def test_a_run_handed_to_a_worker_that_died_before_starting_it_is_enqueued_again(
