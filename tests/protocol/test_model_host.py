@@ -57,11 +57,25 @@ def wait_gone(pid: int, within_s: float) -> bool:
     return False
 
 
-async def first_words(adapter: LocalAdapter, started: asyncio.Event) -> None:
+async def host_writing_a_story() -> tuple[asyncio.Task[None], int]:
+    """A long answer under way on SmolLM2, and the pid of the host writing it."""
+    adapter = LocalAdapter({"model": "smollm2-135m", "max_tokens": 2000, "temperature": 0.8})
+    started = asyncio.Event()
+
     async def on_text(text: str) -> None:
         started.set()
 
-    await adapter.complete(STORY, [], on_text=on_text)
+    call = asyncio.create_task(adapter.complete(STORY, [], on_text=on_text))
+    await asyncio.wait_for(started.wait(), timeout=60)
+    pid = model_host().pid
+    assert pid is not None
+    return call, pid
+
+
+async def a_fresh_host_answers(old_pid: int) -> bool:
+    turn = await LocalAdapter({"model": "smollm2-135m", "max_tokens": 8}).complete(
+        [{"role": "user", "content": "Say hello."}], [])
+    return turn.output_tokens > 0 and model_host().pid not in (None, old_pid)
 
 
 def test_an_amx_build_loads_models_without_the_extra_buffer_types() -> None:
@@ -109,12 +123,7 @@ async def test_each_shipped_model_loads_in_the_host_and_writes_a_few_tokens(name
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 async def test_a_host_that_dies_mid_generation_fails_only_that_call(
         smollm2: Path, sig: signal.Signals) -> None:
-    adapter = LocalAdapter({"model": "smollm2-135m", "max_tokens": 2000, "temperature": 0.8})
-    started = asyncio.Event()
-    call = asyncio.create_task(first_words(adapter, started))
-    await asyncio.wait_for(started.wait(), timeout=60)
-    pid = model_host().pid
-    assert pid is not None
+    call, pid = await host_writing_a_story()
 
     os.kill(pid, sig)
     with pytest.raises(HostCrashed) as crashed:
@@ -124,28 +133,21 @@ async def test_a_host_that_dies_mid_generation_fails_only_that_call(
     assert f"signal {sig.value}" in crashed.value.message
     assert "the run can be retried" in crashed.value.message
     assert wait_gone(pid, within_s=5), f"host {pid} left as {process_state(pid)}"
-    turn = await adapter.complete([{"role": "user", "content": "Say hello."}], [])
-    assert turn.output_tokens > 0 and model_host().pid not in (None, pid)
+    assert await a_fresh_host_answers(pid)
 
 
 @pytest.mark.local_model
 async def test_a_hung_host_is_killed_and_replaced(
         smollm2: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ModelHost, "cancel_grace_s", 0.5)
-    adapter = LocalAdapter({"model": "smollm2-135m", "max_tokens": 2000, "temperature": 0.8})
-    started = asyncio.Event()
-    call = asyncio.create_task(first_words(adapter, started))
-    await asyncio.wait_for(started.wait(), timeout=60)
-    pid = model_host().pid
-    assert pid is not None
+    call, pid = await host_writing_a_story()
 
     os.kill(pid, signal.SIGSTOP)  # alive, answering nothing: as a host stuck in native code
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(call, timeout=1)  # the run's timeout cancels the call
 
     assert wait_gone(pid, within_s=5), "the hung host was not killed"
-    turn = await adapter.complete([{"role": "user", "content": "Say hello."}], [])
-    assert turn.output_tokens > 0 and model_host().pid not in (None, pid)
+    assert await a_fresh_host_answers(pid)
 
 
 @pytest.mark.local_model

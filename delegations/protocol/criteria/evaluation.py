@@ -80,24 +80,8 @@ class CriteriaReport(BaseModel):
 
 
 
-_MISSING = object()
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_MISSING = grounding.MISSING
 _MAX_WALK = 5000
-
-
-def _walk_path(root: object, path: str) -> object:
-    current = root
-    for match in _PATH_PART.finditer(path):
-        name, index = match.group(1), match.group(2)
-        if index is not None:
-            if not isinstance(current, list | tuple) or int(index) >= len(current):
-                return _MISSING
-            current = current[int(index)]
-        elif isinstance(current, dict) and name in current:
-            current = current[name]
-        else:
-            return _MISSING
-    return current
 
 
 def _result_dict(result: ResponsePackage) -> dict[str, Any]:
@@ -111,13 +95,13 @@ def locate(result: ResponsePackage, path: str) -> tuple[str, object]:
     for prefix in ("output_payload.", "result."):
         if path.startswith(prefix):
             root = payload if prefix == "output_payload." else _result_dict(result)
-            return path, _walk_path(root, path[len(prefix):])
-    found = _walk_path(payload, path)
+            return path, grounding.value_at(root, path[len(prefix):])
+    found = grounding.value_at(payload, path)
     if found is not _MISSING:
         return f"output_payload.{path}", found
-    head = _PATH_PART.match(path)
+    head = grounding.PATH_PART.match(path)
     if head and head.group(1) in type(result).model_fields and head.group(1) != "output_payload":
-        return path, _walk_path(_result_dict(result), path)
+        return path, grounding.value_at(_result_dict(result), path)
     return path, _MISSING
 
 

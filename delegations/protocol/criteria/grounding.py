@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-_MISSING = object()
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+MISSING = object()  # what value_at finds where a path leads nowhere
+PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _NUMBER_TOKEN = re.compile(r"\d(?:[\d.,'\u00a0\u202f _]*\d)?")
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " ",
                          "\u2013": "-", "\u2014": "-"})
@@ -47,25 +47,30 @@ _QUESTION_WORDS = frozenset({
 })
 
 
-def input_value(input_data: dict[str, Any], source: str) -> object:
-    """The value at ``source`` (dotted, maybe with [n]) in input_data; the missing marker,
-    or an empty one (None, "", [], {}), when the input does not hold it."""
-    current: object = input_data
-    for match in _PATH_PART.finditer(source):
+def value_at(root: object, path: str) -> object:
+    """The value at ``path`` (dotted, maybe with [n]) in ``root``, or MISSING."""
+    current = root
+    for match in PATH_PART.finditer(path):
         name, index = match.group(1), match.group(2)
         if index is not None:
-            if not isinstance(current, list) or int(index) >= len(current):
-                return _MISSING
+            if not isinstance(current, list | tuple) or int(index) >= len(current):
+                return MISSING
             current = current[int(index)]
         elif isinstance(current, dict) and name in current:
             current = current[name]
         else:
-            return _MISSING
+            return MISSING
     return current
 
 
+def input_value(input_data: dict[str, Any], source: str) -> object:
+    """The value at ``source`` in input_data; MISSING, or an empty one (None, "", [], {}),
+    when the input does not hold it."""
+    return value_at(input_data, source)
+
+
 def is_missing(value: object) -> bool:
-    return value is _MISSING or value is None or value == "" or value == [] or value == {}
+    return value is MISSING or value is None or value == "" or value == [] or value == {}
 
 
 def _strings(value: object) -> Iterator[str]:
