@@ -401,11 +401,20 @@ def _lint(form: ComposerForm, delegation: Delegation | None) -> LintReport:
     problems = [{"field": _packet_path(form, name), "message": str(message)}
                 for name, errors in form.errors.items() if not _kept_in_other(form, name, packet)
                 for message in errors]
-    # a value the form refused is missing from the packet, and the skill's input check
-    # would say so again ("'review' is a required property"): one error per field
-    refused = {form.anchor(problem["field"]) for problem in problems}
-    return replace(report, problems=problems + [problem for problem in report.problems
-                                                if form.anchor(problem["field"]) not in refused])
+    return _said_once(form, report, problems)
+
+
+def _said_once(form: ComposerForm, report: LintReport,
+               problems: list[dict[str, str]]) -> LintReport:
+    """The report with the form's ``problems`` first, and nothing else about the fields
+    they name: a value the form refused is missing from the packet, and the skill's input
+    check or lint would say so again ("'review' is a required property", GOAL_MISSING
+    beside "Write the goal")."""
+    named = {form.anchor(problem["field"]) for problem in problems}
+    return replace(
+        report,
+        problems=problems + [p for p in report.problems if form.anchor(p["field"]) not in named],
+        findings=[f for f in report.findings if form.anchor(f["field"]) not in named])
 
 
 def _kept_in_other(form: ComposerForm, name: str, packet: dict[str, Any]) -> bool:
@@ -430,7 +439,7 @@ def _unbound_report(form: ComposerForm, packet: dict[str, Any], delegation: Dele
     report = lint_report(packet, parent=_parent_packet(delegation))
     missing = [{"field": spec.name, "message": f"Write the {spec.name.replace('_', ' ')}; it is required."}
                for spec in PACKET_FIELDS if form.fields[spec.name].required and not form[spec.name].value()]
-    return replace(report, problems=missing + report.problems) if missing else report
+    return _said_once(form, report, missing) if missing else report
 
 
 def _panel_context(form: ComposerForm, report: LintReport) -> dict[str, Any]:

@@ -62,6 +62,13 @@ def test_a_refused_field_is_one_error_named_by_its_place_in_the_packet(composer_
     assert 'href="#id_input__review"' in response.content.decode()
 
 
+def test_an_empty_goal_is_one_error(composer_client, skill):
+    start = composer_client.get(f"{NEW}?skill=review-check")
+    response = composer_client.post(LINT, form_data(start, input__review="Warm sound.", goal=""))
+    errors = errors_in_panel(response)
+    assert [field for field, _ in errors] == ["goal"], errors
+
+
 def test_the_api_names_the_limit_too(skill):
     report = lint_report({"skill": "review-check", "goal": "Label the review", "input_data": {"review": REVIEW}})
     assert {"field": "input_data.review",
