@@ -538,9 +538,12 @@ def test_every_check_is_documented_with_a_severity_and_description() -> None:
         assert code.isupper() and isinstance(severity, Severity) and len(description) > 20
 
 
+# text a packet may hold: valid Unicode, no control characters but tab, newline and return
+# (anything else is refused before lint, as tests/security/test_text_limits.py checks)
+_text = st.characters(codec="utf-8", exclude_categories=("Cc",), include_characters="\t\n\r")
 _lintable = st.fixed_dictionaries({}, optional={
     "subagent_type": st.sampled_from(["executor", "verifier", "researcher", "coder"]),
-    "goal": st.text(max_size=40),
+    "goal": st.text(_text, max_size=40),
     "success_criteria": st.lists(st.sampled_from(
         ["Tests pass", "Do a good job", "Word count > 5", "Make it nice"]), max_size=3),
     "timeout_s": st.floats(1, 1000),
@@ -549,8 +552,9 @@ _lintable = st.fixed_dictionaries({}, optional={
     "allow_nested": st.booleans(),
     "capabilities": st.lists(st.sampled_from(["fs_read", "network_outbound", "warp_drive"]),
                              max_size=3),
-    "input_data": st.dictionaries(st.sampled_from(["q", "api_key", "notes"]), st.text(max_size=20)),
-    "feature_name": st.text(max_size=20),
+    "input_data": st.dictionaries(st.sampled_from(["q", "api_key", "notes"]),
+                                  st.text(_text, max_size=20)),
+    "feature_name": st.text(_text, max_size=20),
     "anti_laziness_checklist": st.lists(st.sampled_from(examples.AGLOOP_FULL_CHECKLIST), max_size=10),
     "metadata": st.fixed_dictionaries({}, optional={"attempt": st.integers(1, 4)}),
 })
