@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 import pytest
@@ -57,3 +61,17 @@ def postgres_url() -> str:
     if not url or not reachable(url):
         missing("PostgreSQL not reachable: set HANDOFF_TEST_POSTGRES_URL (see .ci/run)")
     return url
+
+
+@contextmanager
+def http_on_loopback(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free 127.0.0.1 port in a thread: its base URL, until the
+    block ends and the server is shut down."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

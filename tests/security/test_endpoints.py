@@ -11,10 +11,9 @@ on the same endpoint.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from delegations.runs.export import run_export
 from tests.conftest import bearer
 from tests.delegations import scripts
 from tests.delegations.runs.test_run_pages import make_run
+from tests.services import http_on_loopback
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -68,13 +68,9 @@ def serve(answer: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[Host]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    host.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield host
-    server.shutdown()
-    server.server_close()
+    with http_on_loopback(Handler) as base_url:
+        host.url = f"{base_url}/v1"
+        yield host
 
 
 @pytest.fixture

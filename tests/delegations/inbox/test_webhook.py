@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from delegations.inbox.webhook import deliver
 from delegations.models import Approval
 from delegations.runs.workflows import run_create
 from tests.delegations import scripts
+from tests.services import http_on_loopback
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -57,13 +58,9 @@ def receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with http_on_loopback(Handler) as base_url:
+        state.url = f"{base_url}/hook"
+        yield state
 
 
 @pytest.fixture
