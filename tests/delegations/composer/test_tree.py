@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from delegations.accounts.roles import COMPOSERS
@@ -17,6 +16,7 @@ from delegations.composer.tree import child_refusal, left_after, load_tree, roll
 from delegations.composer.tree_history import HISTORY_LIMIT
 from delegations.models import Delegation, Run
 from delegations.protocol.budgets import Budget
+from tests.conftest import make_user
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db]
@@ -433,8 +433,7 @@ def test_the_problems_list_links_each_finding_to_where_it_is_fixed(
 @pytest.mark.django_db(transaction=True)
 def test_running_the_tree_starts_one_run_and_lands_on_its_page(
         client: Any, django_user_model: Any, immediate_tasks: None) -> None:
-    owner = django_user_model.objects.create_user(username="erin")
-    owner.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    owner = make_user(django_user_model, "erin", COMPOSERS, password=None)
     client.force_login(owner)
     root = add(owner, "coordinator", budget={"max_model_calls": 20, "max_tokens": 100000})
     add(owner, "kid", root, budget={"max_model_calls": 5})
@@ -446,8 +445,7 @@ def test_running_the_tree_starts_one_run_and_lands_on_its_page(
 
 
 def test_another_users_tree_is_not_found(client: Any, django_user_model: Any, root: Delegation) -> None:
-    other = django_user_model.objects.create_user(username="dave")
-    other.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    other = make_user(django_user_model, "dave", COMPOSERS, password=None)
     client.force_login(other)
     assert client.get(tree_url(root)).status_code == 404
     assert client.post(node_url(root, root, "edit"), {"name": "mine", "base_version": "1"}).status_code == 404
@@ -544,8 +542,7 @@ def test_a_tree_pasted_into_the_composer_is_saved_as_nodes(composer_client: Any,
 @pytest.mark.django_db(transaction=True)
 def test_a_tree_rooted_in_a_skill_runs_every_planned_child_it_delegates_to(
         client: Any, django_user_model: Any, immediate_tasks: None) -> None:
-    owner = django_user_model.objects.create_user(username="erin")
-    owner.groups.add(Group.objects.get_or_create(name=COMPOSERS)[0])
+    owner = make_user(django_user_model, "erin", COMPOSERS, password=None)
     client.force_login(owner)
     scripts.add_caching_skill()
     # a skill's run delegates only when nesting is allowed, and the reader is a subagent
