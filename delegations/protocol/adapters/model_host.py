@@ -348,7 +348,6 @@ class Generation:
     output_tokens: int = 0
     input_tokens: int = 0
     finish_reason: str = "stop"
-    seconds: float = 0.0
     full_grammar_masks: int = 0
 
 
@@ -392,20 +391,17 @@ def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading
         request["logits_processor"] = [lazy]
     elif schema is not None:
         request["response_format"] = {"type": "json_object", "schema": schema}
-    started = time.perf_counter()
-    result = Generation()
-    try:
-        def stopped() -> bool:
-            return cancel.is_set() or (lazy is not None and lazy.failure is not None)
+    def stopped() -> bool:
+        return cancel.is_set() or (lazy is not None and lazy.failure is not None)
 
+    try:
         result = _stream(llama, request, stopped, emit, guard=schema is not None)
-        if lazy is not None:
-            lazy.check()
     finally:
         if lazy is not None:
-            result.full_grammar_masks = lazy.full_masks
             lazy.close()
-    result.seconds = time.perf_counter() - started
+    if lazy is not None:
+        lazy.check()
+        result.full_grammar_masks = lazy.full_masks
     return result
 
 
