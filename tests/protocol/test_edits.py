@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delegations.protocol import edits as edits_module
 from delegations.protocol.edits import (
     EditOutcome,
     FileDiff,
@@ -22,6 +21,7 @@ from delegations.protocol.edits import (
     apply_edits,
     parse_edits,
 )
+from delegations.protocol.edits import files as edit_files
 from delegations.protocol.errors import ErrorCode, ProtocolError
 
 AUTH = "def login(user):\n    return check(user)\n\n\ndef logout(user):\n    return True\n"
@@ -431,11 +431,11 @@ def test_a_failed_write_restores_the_files_already_written(
             raise OSError(28, "No space left on device")
         real_replace(source, target)
 
-    monkeypatch.setattr(edits_module.os, "replace", flaky_replace)
+    monkeypatch.setattr(edit_files.os, "replace", flaky_replace)
     text = TWO_FILE_DIFF + "--- /dev/null\n+++ b/pkg/created.py\n@@ -0,0 +1 @@\n+x = 1\n"
     with pytest.raises(ProtocolError) as caught:
         apply_edits(workspace, text)
-    monkeypatch.setattr(edits_module.os, "replace", real_replace)
+    monkeypatch.setattr(edit_files.os, "replace", real_replace)
     assert caught.value.code == ErrorCode.TOOL_FAILURE
     assert "restored" in caught.value.message
     assert snapshot(workspace) == before
