@@ -3,6 +3,7 @@ fixtures/anthropic/), played to the official SDK through an httpx2 MockTransport
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,34 @@ async def test_it_joins_streamed_tool_input_into_one_tool_call(provider_http) ->
         "price": 175.22, "currency": "USD", "timestamp": "2023-11-01T14:30:00Z"}}
     assert turn.finish_reason == "tool_calls"
     assert (turn.input_tokens, turn.output_tokens) == (512, 61)
+
+
+def tool_use_stream(partial_json: str) -> str:
+    """The recorded tool_use stream with the tool's input streamed as this one piece."""
+    events = [event for event in recorded("tool_use_stream.txt").split("\n\n")
+              if '"input_json_delta"' not in event]
+    piece = "event: content_block_delta\ndata: " + json.dumps(
+        {"type": "content_block_delta", "index": 1,
+         "delta": {"type": "input_json_delta", "partial_json": partial_json}})
+    block_end = next(at for at, event in enumerate(events) if '"content_block_stop","index":1' in event)
+    return "\n\n".join([*events[:block_end], piece, *events[block_end:]])
+
+
+@pytest.mark.parametrize(("partial_json", "said"), [
+    ('{"status": "SUCC', "not valid JSON"),
+    ('["SUCCESS"]', "not a JSON object"),
+])
+async def test_it_reports_malformed_tool_input_as_err_tool_failure(
+        provider_http, partial_json: str, said: str) -> None:
+    http = provider_http.play(provider_http.sse(tool_use_stream(partial_json)))
+    adapter = AnthropicAdapter(FAST, http_client=http.client())
+
+    with pytest.raises(ProtocolError) as caught:
+        await adapter.complete(MESSAGES, [YIELD_CONTROL])
+
+    assert caught.value.code == ErrorCode.TOOL_FAILURE
+    assert "yield_control" in caught.value.message and said in caught.value.message
+    assert caught.value.details["tool"] == "yield_control"
 
 
 async def test_it_sends_the_protocol_tool_as_a_standard_json_schema(provider_http) -> None:

@@ -32,7 +32,6 @@ from typing import Any, ClassVar
 
 import anthropic
 
-from ..errors import ErrorCode, ProtocolError
 from . import config_checks as check
 from .base import Message, ModelTurn, TextCallback, ToolCall, ToolSchema
 from .hosted import (
@@ -41,6 +40,7 @@ from .hosted import (
     ProviderSDK,
     retry_after_seconds,
     retryable_status,
+    tool_arguments,
 )
 from .tool_format import content_text, parameters_schema, tool_description
 
@@ -246,28 +246,9 @@ class AnthropicAdapter(HostedAdapter[anthropic.AsyncAnthropic]):
             block = state.blocks[index]
             if block.kind != "tool_use":
                 continue
-            raw = "".join(block.json_parts)
-            calls.append(ToolCall(id=block.id, name=block.name,
-                                  arguments=self._arguments(block, raw)))
+            arguments = tool_arguments(block.name, "".join(block.json_parts),
+                                       when_empty=block.start_input)
+            calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
         return ModelTurn(text="".join(state.text_parts), tool_calls=calls,
                          input_tokens=state.input_tokens, output_tokens=state.output_tokens,
                          model=state.model or self.model, finish_reason=state.finish_reason)
-
-    @staticmethod
-    def _arguments(block: _Block, raw: str) -> dict[str, Any]:
-        if not raw.strip():
-            return dict(block.start_input or {})
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ProtocolError(
-                ErrorCode.TOOL_FAILURE,
-                f"The model called tool '{block.name}' with input that is not valid JSON "
-                f"({exc.msg} at character {exc.pos}): {raw[:200]!r}",
-                details={"tool": block.name}) from None
-        if not isinstance(value, dict):
-            raise ProtocolError(
-                ErrorCode.TOOL_FAILURE,
-                f"The model called tool '{block.name}' with input that is not a JSON object: "
-                f"{raw[:200]!r}", details={"tool": block.name})
-        return value

@@ -1,4 +1,5 @@
-"""What the hosted model providers (OpenAI, Anthropic) share: config, client, errors, retries.
+"""What the hosted model providers (OpenAI, Anthropic) share: config, client, errors, retries,
+and reading the tool-call arguments they stream.
 
 Each provider's adapter subclasses :class:`HostedAdapter` and keeps only what is its own:
 its settings, the request it sends, how it reads the answer and how its error bodies are
@@ -22,6 +23,7 @@ which removes the key itself and anything shaped like a provider key or bearer t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -135,6 +137,31 @@ def retry_after_seconds(headers: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def tool_arguments(tool: str, raw: str, *, when_empty: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """A tool call's arguments from the JSON text the provider streamed for it (OpenAI's
+    ``arguments``, Anthropic's ``input_json_delta`` pieces joined). No text at all gives
+    ``when_empty`` (Anthropic puts a short input whole in the block's start); text that is
+    not a JSON object is ``ERR_TOOL_FAILURE`` naming the tool and quoting the text."""
+    if not raw.strip():
+        return dict(when_empty or {})
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(
+            ErrorCode.TOOL_FAILURE,
+            f"The model called tool '{tool}' with arguments that are not valid JSON "
+            f"({exc.msg} at character {exc.pos}): {raw[:200]!r}",
+            details={"tool": tool}) from None
+    if not isinstance(value, dict):
+        raise ProtocolError(
+            ErrorCode.TOOL_FAILURE,
+            f"The model called tool '{tool}' with arguments that are not a JSON object: "
+            f"{raw[:200]!r}",
+            details={"tool": tool})
+    return value
 
 
 @dataclass(frozen=True, slots=True)

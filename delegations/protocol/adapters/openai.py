@@ -46,6 +46,7 @@ from .hosted import (
     ProviderSDK,
     retry_after_seconds,
     retryable_status,
+    tool_arguments,
 )
 from .tool_format import arguments_json, content_text, parameters_schema, tool_description
 
@@ -112,27 +113,6 @@ def to_openai_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
              "function": {"name": tool["name"], "description": tool_description(tool),
                           "parameters": parameters_schema(tool)}}
             for tool in tools]
-
-
-def parse_arguments(name: str, raw: str) -> dict[str, Any]:
-    """Tool-call arguments from the model's JSON text; malformed -> ERR_TOOL_FAILURE."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(
-            ErrorCode.TOOL_FAILURE,
-            f"The model called tool '{name}' with arguments that are not valid JSON "
-            f"({exc.msg} at character {exc.pos}): {raw[:200]!r}",
-            details={"tool": name}) from None
-    if not isinstance(value, dict):
-        raise ProtocolError(
-            ErrorCode.TOOL_FAILURE,
-            f"The model called tool '{name}' with arguments that are not a JSON object: "
-            f"{raw[:200]!r}",
-            details={"tool": name})
-    return value
 
 
 def _provider_message(exc: openai.APIError) -> str:
@@ -287,7 +267,7 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
                     ErrorCode.TOOL_FAILURE,
                     f"{self.name} server streamed a tool call without a function name "
                     f"(model {self.model}).")
-            arguments = parse_arguments(partial.name, "".join(partial.argument_parts))
+            arguments = tool_arguments(partial.name, "".join(partial.argument_parts))
             calls.append(ToolCall(id=partial.id or f"call_{index}", name=partial.name,
                                   arguments=arguments))
         text = "".join(state.text_parts)
