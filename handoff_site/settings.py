@@ -3,6 +3,7 @@ message naming the variable; see handoff_site/env.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -215,6 +216,24 @@ HANDOFF_APPROVAL_REQUIRED_CAPABILITIES = env_list(
 HANDOFF_PYTHON_SKILL_ALLOWLIST = env_list("HANDOFF_PYTHON_SKILL_ALLOWLIST", [])
 HANDOFF_WORKSPACE_ROOT = Path(env_str("HANDOFF_WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
 HANDOFF_SUBPROCESS_ENABLED = env_bool("HANDOFF_SUBPROCESS_ENABLED", False)
+
+
+def _stdio_commands(name: str) -> dict[str, list[str]]:
+    """The stdio MCP servers an MCP server record may start, as a JSON object of name ->
+    argv (README, MCP servers for runs); none unless the operator lists them."""
+    try:
+        commands = json.loads(env_str(name) or "{}")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object of name -> argv: {exc}.") from None
+    if not isinstance(commands, dict) or not all(
+            isinstance(argv, list) and argv and all(isinstance(part, str) for part in argv)
+            for argv in commands.values()):
+        raise ImproperlyConfigured(f'{name} must be a JSON object of name -> argv list, '
+                                   f'e.g. {{"files": ["/usr/local/bin/mcp-files", "--read-only"]}}.')
+    return commands
+
+
+HANDOFF_MCP_STDIO_COMMANDS = _stdio_commands("HANDOFF_MCP_STDIO_COMMANDS")
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
 HANDOFF_SKILL_UPLOAD_LIMIT_BYTES = env_int("HANDOFF_SKILL_UPLOAD_LIMIT_BYTES", 5 * 1024 * 1024, minimum=1024)
 # the largest run export (JSON) the import page and POST /api/runs/import take

@@ -8,7 +8,9 @@ from typing import Any
 
 from django.conf import settings
 
+from delegations.models import McpServer
 from delegations.protocol.adapters import config_error
+from delegations.protocol.mcp_client import McpTools
 from delegations.protocol.runner import RunnerSettings
 
 
@@ -24,6 +26,16 @@ def runner_settings() -> RunnerSettings:
         subprocess_enabled=settings.HANDOFF_SUBPROCESS_ENABLED,
         payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES,
         invalid_result_inbox=settings.HANDOFF_INVALID_RESULT_POLICY == "ask")
+
+
+def mcp_tools() -> McpTools | None:
+    """The tools of the enabled MCP servers for the runs of one execution (their results
+    at most HANDOFF_PAYLOAD_LIMIT_BYTES); None when no server is configured, so a run
+    without MCP servers lists nothing and never loads the SDK."""
+    servers = McpServer.objects.run_configs()
+    if not servers:
+        return None
+    return McpTools(servers, result_max_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
 
 
 def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:

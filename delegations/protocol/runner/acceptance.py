@@ -26,6 +26,7 @@ from .state import ActiveRun, Clock, Scope
 
 if TYPE_CHECKING:
     from ..manifest import SkillManifest
+    from ..mcp_client import McpTools
 
 # the host's skill lookup: the manifest of ``name@version`` (or ``name``, for its latest),
 # None when the registry has no such skill; a ProtocolError when it has one that cannot run
@@ -182,8 +183,9 @@ def settle_limits(scope: Scope, clock: Clock, *, depth: int, default_timeout_s: 
                           and depth < scope.max_depth)
 
 
-def grant(run: ActiveRun, settings: RunnerSettings) -> None:
-    """Issue the run's capability token (expiring with its deadline) and the tools it is offered."""
+def grant(run: ActiveRun, settings: RunnerSettings, mcp: McpTools | None = None) -> None:
+    """Issue the run's capability token (expiring with its deadline) and the tools it is
+    offered: the runner's, then the MCP servers' tools its capabilities cover."""
     seconds_left = run.clock.deadline - asyncio.get_running_loop().time()
     scope = run.scope
     scope.token = issue_token(
@@ -193,6 +195,8 @@ def grant(run: ActiveRun, settings: RunnerSettings) -> None:
     tools = offered_tools(scope.capabilities, can_delegate=scope.can_delegate,
                           subprocess_enabled=settings.subprocess_enabled,
                           output_schema=scope.packet.expected_output_schema if scope.packet else None)
+    if mcp is not None:
+        tools = [*tools, *mcp.schemas(scope.capabilities)]
     planned = scope.packet.planned_children if scope.packet is not None else []
     scope.tools = tools if not planned else [
         with_planned_children(tool, planned) if tool["name"] == DELEGATE_TASK else tool for tool in tools]

@@ -48,6 +48,7 @@ from .tool_calls import ToolCalls
 
 if TYPE_CHECKING:
     from ..manifest import SkillManifest
+    from ..mcp_client import McpTools
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +60,16 @@ class Runner:
     """Executes runs in-process as asyncio tasks. One Runner may run many trees at once."""
 
     def __init__(self, *, sink: EventSink, gate: ApprovalGate, checkpoints: CheckpointStore,
-                 settings: RunnerSettings | None = None, skills: SkillResolver | None = None) -> None:
+                 settings: RunnerSettings | None = None, skills: SkillResolver | None = None,
+                 mcp: McpTools | None = None) -> None:
+        """``skills`` looks up a skill a packet names; ``mcp`` holds the tools of the host's
+        MCP servers (None: no MCP server is configured)."""
         self.sink = sink
         self.gate = gate
         self.checkpoints = checkpoints
         self.settings = settings if settings is not None else RunnerSettings()
         self.skills = skills
+        self.mcp = mcp
         self._workspace_root = str(self.settings.workspace_root)
         self._lint_limits: dict[str, int] = (
             {} if self.settings.payload_limit_bytes is None
@@ -73,7 +78,7 @@ class Runner:
         self._report = Reporter(sink, checkpoints, self._runs)
         questions = Questions(gate, self._report)
         self._model = ModelTurns(self.settings, self._report, questions)
-        self._tools = ToolCalls(self.settings, self._report, questions)
+        self._tools = ToolCalls(self.settings, self._report, questions, mcp)
         self._children = Children(self.settings, self._report, checkpoints, self._drive)
         self._judge = Judge(self.settings, self._report, questions)
 
@@ -201,6 +206,8 @@ class Runner:
                 await self._reenter(run)
             elif not await self._accept(run):
                 return
+            if self.mcp is not None:
+                await self._list_mcp_tools(run)
             self._arm(run)
             if run.parent is not None and run.clock.deadline >= run.parent.clock.deadline:
                 # no earlier deadline than its parent's: the parent's timeout cancels it
@@ -307,7 +314,16 @@ class Runner:
         if run.parent is not None:
             deadline = min(deadline, run.parent.clock.deadline)
         clock.deadline = deadline
-        grant(run, self.settings)
+        grant(run, self.settings, self.mcp)
+
+    async def _list_mcp_tools(self, run: ActiveRun) -> None:
+        """The MCP servers' tools as they are now (a recent listing is reused); a server
+        that did not list them is logged on the root run, and its tools are not offered."""
+        assert self.mcp is not None
+        problems = await self.mcp.refresh()
+        if run.parent is None:
+            for problem in problems:
+                await self._report.emit(run.run_id, _LOG, {"level": "warning", "message": problem})
 
     async def _reenter(self, run: ActiveRun) -> None:
         if run.state is RunState.AWAITING_APPROVAL:

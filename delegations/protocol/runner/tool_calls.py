@@ -22,7 +22,8 @@ from ..approvals import ApprovalDecision, ApprovalKind, RunParked
 from ..capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES, verify_token
 from ..errors import ErrorCode, ProtocolError
 from ..events import EventType
-from ..tools import REQUEST_CAPABILITY, RUNTIME_TOOLS, ToolContext
+from ..mcp_client import McpTools, is_mcp_tool
+from ..tools import REQUEST_CAPABILITY, RUNTIME_TOOLS, RuntimeTool, ToolContext
 from .acceptance import grant
 from .prompt import failure_text
 from .questions import Questions, awaits_decision
@@ -55,10 +56,12 @@ def interrupted_record(name: str) -> dict[str, Any]:
 class ToolCalls:
     """Runs the tool calls of a run's turn (all but ``yield_control`` and ``delegate_task``)."""
 
-    def __init__(self, settings: RunnerSettings, reporter: Reporter, questions: Questions) -> None:
+    def __init__(self, settings: RunnerSettings, reporter: Reporter, questions: Questions,
+                 mcp: McpTools | None = None) -> None:
         self.settings = settings
         self.reporter = reporter
         self.questions = questions
+        self.mcp = mcp
 
     async def run(self, run: ActiveRun, call: ToolCall) -> None:
         """Run ``call`` and record its result in the turn (checkpointed before it is reported).
@@ -111,7 +114,7 @@ class ToolCalls:
     async def _dispatch(self, run: ActiveRun, call: ToolCall) -> dict[str, Any]:
         if call.name == REQUEST_CAPABILITY:
             return await self._request_capability(run, call)
-        tool = RUNTIME_TOOLS.get(call.name)
+        tool = self._tool(call.name)
         if tool is None:
             offered = ", ".join(schema["name"] for schema in run.scope.tools)
             raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
@@ -128,12 +131,19 @@ class ToolCalls:
             workspace=Path(run.workspace), read_max_bytes=settings.read_max_bytes,
             http_max_bytes=settings.http_max_bytes, http_timeout_s=settings.http_timeout_s,
             command_timeout_s=settings.command_timeout_s)
-        if tool.capability in _EFFECTFUL:
+        if tool.capability in _EFFECTFUL or is_mcp_tool(tool.name):
+            # an MCP tool's effects are unknown: it is not run twice either
             turn = run.chat.turn
             assert turn is not None
             turn.completed[call.id] = interrupted_record(call.name)  # replaced by the result
             await self.reporter.save(run)
         return await tool.run(context, arguments)
+
+    def _tool(self, name: str) -> RuntimeTool | None:
+        tool = RUNTIME_TOOLS.get(name)
+        if tool is None and self.mcp is not None:
+            return self.mcp.get(name)
+        return tool
 
     async def _approved_arguments(self, run: ActiveRun, call: ToolCall, capability: str) -> dict[str, Any]:
         """The arguments a person let ``call`` run with (their edit, else the model's), or
@@ -180,8 +190,10 @@ class ToolCalls:
             "high" if capability in _HIGH_RISK else "medium")
         _raise_unless_allowed(decision)
         scope.capabilities = [*scope.capabilities, capability]
-        grant(run, self.settings)
+        grant(run, self.settings, self.mcp)
         granted_tools = [tool.name for tool in RUNTIME_TOOLS.values() if tool.capability == capability]
+        if self.mcp is not None:
+            granted_tools += self.mcp.names(capability)
         return {"capability": capability, "granted": True, "tools": granted_tools}
 
 
