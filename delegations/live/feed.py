@@ -210,45 +210,43 @@ async def _send_all(messages: list[tuple[str, dict[str, Any]]]) -> None:
             logger.warning("Could not publish to %s", group, exc_info=True)
 
 
-def _needs_server_loop() -> asyncio.AbstractEventLoop | None:
-    """The consumers' loop when in-memory messages must be handed over to it, else None."""
-    layer = get_channel_layer()
-    if not isinstance(layer, InMemoryChannelLayer):
-        return None
+def _delivery(messages: list[tuple[str, dict[str, Any]]]
+              ) -> tuple[bool, asyncio.AbstractEventLoop | None]:
+    """Whether to send at all, and the loop the send must be handed over to (None: send
+    from here). Nothing is sent for no messages, nor on the in-memory layer before a
+    consumer of this process has connected (nobody to tell); on the in-memory layer the
+    send goes to the consumers' loop, on any other layer it is made where it is asked."""
+    if not messages:
+        return False, None
+    if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+        return True, None
     loop = _server_loop
     if loop is None or loop.is_closed():
-        return None
-    return loop
+        return False, None
+    return True, loop
 
 
 async def publish(messages: list[tuple[str, dict[str, Any]]]) -> None:
     """Send group messages in order, from async code on any thread."""
-    if not messages:
+    send, loop = _delivery(messages)
+    if not send:
         return
-    layer = get_channel_layer()
-    if isinstance(layer, InMemoryChannelLayer):
-        loop = _needs_server_loop()
-        if loop is None:
-            return  # no consumer in this process has ever connected: nobody to tell
-        if loop is not asyncio.get_running_loop():
-            asyncio.run_coroutine_threadsafe(_send_all(messages), loop)
-            return
-    await _send_all(messages)
+    if loop is None or loop is asyncio.get_running_loop():
+        await _send_all(messages)
+    else:
+        asyncio.run_coroutine_threadsafe(_send_all(messages), loop)
 
 
 def publish_sync(messages: list[tuple[str, dict[str, Any]]]) -> None:
     """Send group messages in order from synchronous code (requests, commands, sweeper)."""
-    if not messages:
+    send, loop = _delivery(messages)
+    if not send:
         return
-    layer = get_channel_layer()
-    if isinstance(layer, InMemoryChannelLayer):
-        loop = _needs_server_loop()
-        if loop is None:
-            return
+    if loop is None:
+        async_to_sync(_send_all)(messages)
+    else:
         future: Future[None] = asyncio.run_coroutine_threadsafe(_send_all(messages), loop)
         del future  # fire and forget: the server loop owns delivery
-        return
-    async_to_sync(_send_all)(messages)
 
 
 def publish_events_sync(events: list[dict[str, Any]], lineage: dict[str, list[str]],
