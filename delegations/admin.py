@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from .models import APIToken, WorkerHeartbeat
+from .models import APIToken, McpServer, WorkerHeartbeat
 
 
 @admin.register(APIToken)
@@ -36,6 +36,32 @@ class APITokenAdmin(admin.ModelAdmin):
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["worker_id", "kind", "hostname", "pid", "started_at", "last_seen"]
     list_filter = ["kind"]
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    """Superusers only: a server record decides which host receives a secret."""
+
+    list_display = ["name", "url", "stdio_command", "secret_env", "enabled", "updated_at"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "url"]
+    fields = ["name", "url", "stdio_command", "secret_env", "allowed_tools", "tool_capabilities",
+              "timeout_s", "enabled"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser
 
 
 # -- runs, events, approvals (issue 6) ---------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from delegations.models import APIToken, Approval, Delegation, ImportedRun, Run
+from delegations.models import APIToken, Approval, Delegation, ImportedRun, McpServer, Run
 from delegations.runs.export import run_export, run_import
 from tests.conftest import make_user
 from tests.delegations import scripts
@@ -34,13 +34,14 @@ class World:
     token: APIToken
     tokens: dict[str, str]
     imported: ImportedRun
+    mcp_server: McpServer
 
     def url_kwargs(self) -> dict[str, Any]:
         """What each path parameter of the site names, in this world."""
         return {"run_id": self.run.pk, "approval_id": self.approval.pk,
                 "delegation_id": self.delegation.pk, "node_id": self.child.pk,
                 "token_id": self.token.pk, "name": self.skill.name, "version": self.skill.version,
-                "imported_id": self.imported.pk}
+                "imported_id": self.imported.pk, "server_id": self.mcp_server.pk}
 
 
 def _user(username: str, *groups: str, **extra: Any) -> User:
@@ -70,5 +71,7 @@ def world(db: None) -> World:
               for role, user in users.items() if user is not None}
     token = APIToken.objects.get(user=owner)
     imported = run_import(source=run_export(run), owner=owner)
+    mcp_server = McpServer.objects.create(name="sec-tools", url="http://127.0.0.1:9/mcp",
+                                          allowed_tools=["forecast"])
     return World(users=users, run=run, approval=approval, delegation=delegation, child=child,
-                 skill=skill, token=token, tokens=tokens, imported=imported)
+                 skill=skill, token=token, tokens=tokens, imported=imported, mcp_server=mcp_server)

@@ -159,6 +159,12 @@ API = {
     "POST /api/approvals/{approval_id}/decision":       "401 404 404 200 403 200",
     "POST /api/approvals/batch":                        "401 404 404 200 403 200",
     "POST /api/protocol/parse-result":                  "401 200 200 200 200 200",
+    # a server record decides which host receives a secret: superusers only
+    "GET /api/mcp-servers":                             "401 403 403 403 403 200",
+    "POST /api/mcp-servers":                            "401 403 403 403 403 201",
+    "GET /api/mcp-servers/{server_id}":                 "401 403 403 403 403 200",
+    "PUT /api/mcp-servers/{server_id}":                 "401 403 403 403 403 200",
+    "DELETE /api/mcp-servers/{server_id}":              "401 403 403 403 403 204",
 }
 
 
@@ -181,6 +187,9 @@ def _api_request(key: str, world: World) -> tuple[str, Any]:
         "POST /api/approvals/{approval_id}/decision": ("", decision),
         "POST /api/approvals/batch": ("", {"ids": [world.approval.pk], **decision}),
         "POST /api/protocol/parse-result": ("", {"status": "SUCCESS", "output_payload": {"a": 1}}),
+        "POST /api/mcp-servers": ("", {"name": "table-tools", "url": "http://127.0.0.1:9/mcp",
+                                       "allowed_tools": ["forecast"]}),
+        "PUT /api/mcp-servers/{server_id}": ("", {"enabled": False}),
     }
     return requests.get(key, ("", None))
 
