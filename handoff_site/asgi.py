@@ -17,6 +17,7 @@ from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from delegations.accounts.auth import websocket_auth  # noqa: E402
+from delegations.interop.a2a.app import beside  # noqa: E402
 from delegations.live.consumers import UnknownRouteConsumer  # noqa: E402
 from delegations.live.routing import websocket_urlpatterns  # noqa: E402
 
@@ -50,7 +51,7 @@ class HeaderLimits:
 
 
 application = HeaderLimits(ProtocolTypeRouter({
-    "http": django_asgi_app,
+    "http": beside(django_asgi_app),   # the A2A routes, behind their gate, then Django
     "websocket": AllowedHostsOriginValidator(websocket_auth(URLRouter([
         *websocket_urlpatterns,
         re_path(r"^.*$", UnknownRouteConsumer.as_asgi()),

@@ -21,25 +21,27 @@
   of a terminal state is COMPLETE -> RETURNED (the owner's verdict on the result);
   every other terminal state is final.
 
-Mapping to A2A task states (:data:`A2A_STATE`):
+Mapping to A2A 1.0 task states (:data:`A2A_STATE`; :func:`read_a2a_state` also reads the
+0.3 spellings such as ``auth-required``):
 
-============================  ================  ==========================================
-RunState                      A2A TaskState     why
-============================  ================  ==========================================
-PENDING                       submitted         received, not yet picked up
-ACCEPTED                      submitted         validated, not yet working
-WORKING                       working
-AWAITING_APPROVAL             auth-required     a person must authorize a capability or
-                                                budget (``input-required`` is reported
-                                                instead for a clarification question; see
-                                                :func:`a2a_state`)
-COMPLETE                      completed
-RETURNED                      rejected          the owner rejected the delivered result
-FAILED                        failed
-TIMEOUT                       failed            A2A has no timeout state
-REJECTED                      rejected
-CANCELLED                     canceled
-============================  ================  ==========================================
+============================  ===========================  ================================
+RunState                      A2A TaskState                why
+============================  ===========================  ================================
+PENDING                       TASK_STATE_SUBMITTED         received, not yet picked up
+ACCEPTED                      TASK_STATE_SUBMITTED         validated, not yet working
+WORKING                       TASK_STATE_WORKING
+AWAITING_APPROVAL             TASK_STATE_AUTH_REQUIRED     a person must authorize a
+                                                           capability, budget or invalid
+                                                           result (TASK_STATE_INPUT_REQUIRED
+                                                           for a clarification; see
+                                                           :func:`a2a_state`)
+COMPLETE                      TASK_STATE_COMPLETED
+RETURNED                      TASK_STATE_REJECTED          the owner rejected the result
+FAILED                        TASK_STATE_FAILED
+TIMEOUT                       TASK_STATE_FAILED            A2A has no timeout state
+REJECTED                      TASK_STATE_REJECTED
+CANCELLED                     TASK_STATE_CANCELED
+============================  ===========================  ================================
 """
 
 from __future__ import annotations
@@ -85,16 +87,16 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 
 A2A_STATE: dict[RunState, str] = {
-    RunState.PENDING: "submitted",
-    RunState.ACCEPTED: "submitted",
-    RunState.WORKING: "working",
-    RunState.AWAITING_APPROVAL: "auth-required",
-    RunState.COMPLETE: "completed",
-    RunState.RETURNED: "rejected",
-    RunState.FAILED: "failed",
-    RunState.TIMEOUT: "failed",
-    RunState.REJECTED: "rejected",
-    RunState.CANCELLED: "canceled",
+    RunState.PENDING: "TASK_STATE_SUBMITTED",
+    RunState.ACCEPTED: "TASK_STATE_SUBMITTED",
+    RunState.WORKING: "TASK_STATE_WORKING",
+    RunState.AWAITING_APPROVAL: "TASK_STATE_AUTH_REQUIRED",
+    RunState.COMPLETE: "TASK_STATE_COMPLETED",
+    RunState.RETURNED: "TASK_STATE_REJECTED",
+    RunState.FAILED: "TASK_STATE_FAILED",
+    RunState.TIMEOUT: "TASK_STATE_FAILED",
+    RunState.REJECTED: "TASK_STATE_REJECTED",
+    RunState.CANCELLED: "TASK_STATE_CANCELED",
 }
 
 
@@ -132,8 +134,22 @@ def is_terminal(state: RunState | str) -> bool:
 
 
 def a2a_state(state: RunState | str, *, approval_kind: str | None = None) -> str:
-    """The A2A task state; a run waiting on a clarification answer is ``input-required``."""
+    """The A2A 1.0 task state; a run waiting on a clarification answer is input-required."""
     run_state = _state(state, "state")
     if run_state is RunState.AWAITING_APPROVAL and approval_kind == "clarification":
-        return "input-required"
+        return "TASK_STATE_INPUT_REQUIRED"
     return A2A_STATE[run_state]
+
+
+def read_a2a_state(text: str) -> str:
+    """An A2A task state as 1.0 spells it, from either spelling: ``TASK_STATE_AUTH_REQUIRED``
+    or 0.3's ``auth-required`` (ProtocolError for anything else)."""
+    spelled = text.strip().upper().replace("-", "_")
+    name = spelled if spelled.startswith("TASK_STATE_") else f"TASK_STATE_{spelled}"
+    if name in A2A_TASK_STATES:
+        return name
+    raise ProtocolError(ErrorCode.ILLEGAL_TRANSITION, f"unknown A2A task state {text!r}; expected "
+                        f"one of {', '.join(sorted(A2A_TASK_STATES))} (or their 0.3 spellings)")
+
+
+A2A_TASK_STATES = frozenset({*A2A_STATE.values(), "TASK_STATE_INPUT_REQUIRED"})

@@ -31,7 +31,7 @@ def test_a_composer_starts_a_run_and_reads_its_result(client: Client, composer_a
     created = response.json()
     assert created["id"] and created["websocket"] == f"/ws/runs/{created['id']}/"
     detail = client.get(f"/api/runs/{created['id']}", headers=composer_api).json()
-    assert detail["state"] == "COMPLETE" and detail["a2a_state"] == "completed"
+    assert detail["state"] == "COMPLETE" and detail["a2a_state"] == "TASK_STATE_COMPLETED"
     assert detail["result"]["output_payload"] == {"answer": 42}
     assert detail["usage"]["model_calls"] == 3 and detail["budget"]["max_model_calls"] == 20
     assert len(detail["input_hash"]) == 64 and detail["session_key"] == f"agent:main:subagent:{created['id']}"

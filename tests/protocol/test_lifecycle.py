@@ -14,6 +14,7 @@ from delegations.protocol.lifecycle import (
     can_transition,
     check_transition,
     is_terminal,
+    read_a2a_state,
 )
 
 S = RunState
@@ -74,15 +75,31 @@ def test_state_names_are_accepted_as_strings_and_unknown_ones_raise() -> None:
     assert "unknown current state 'LIMBO'" in caught.value.message
 
 
-def test_every_state_maps_to_an_a2a_task_state() -> None:
+def test_every_state_maps_to_an_a2a_1_0_task_state() -> None:
+    from a2a.types.a2a_pb2 import TaskState
+
     assert set(A2A_STATE) == set(S)
-    assert set(A2A_STATE.values()) <= {"submitted", "working", "input-required", "auth-required",
-                                       "completed", "failed", "canceled", "rejected"}
-    assert A2A_STATE[S.CANCELLED] == "canceled" and A2A_STATE[S.TIMEOUT] == "failed"
-    assert A2A_STATE[S.AWAITING_APPROVAL] == "auth-required"
+    assert set(A2A_STATE.values()) <= set(TaskState.keys()) - {"TASK_STATE_UNSPECIFIED"}
+    assert A2A_STATE[S.CANCELLED] == "TASK_STATE_CANCELED" and A2A_STATE[S.TIMEOUT] == "TASK_STATE_FAILED"
+    assert A2A_STATE[S.AWAITING_APPROVAL] == "TASK_STATE_AUTH_REQUIRED"
 
 
 def test_a_clarification_wait_is_input_required_in_a2a() -> None:
-    assert a2a_state(S.AWAITING_APPROVAL, approval_kind="clarification") == "input-required"
-    assert a2a_state(S.AWAITING_APPROVAL, approval_kind="capability") == "auth-required"
-    assert a2a_state("WORKING") == "working"
+    assert a2a_state(S.AWAITING_APPROVAL, approval_kind="clarification") == "TASK_STATE_INPUT_REQUIRED"
+    assert a2a_state(S.AWAITING_APPROVAL, approval_kind="capability") == "TASK_STATE_AUTH_REQUIRED"
+    assert a2a_state("WORKING") == "TASK_STATE_WORKING"
+
+
+@pytest.mark.parametrize(("spelled", "read"), [
+    ("auth-required", "TASK_STATE_AUTH_REQUIRED"), ("input-required", "TASK_STATE_INPUT_REQUIRED"),
+    ("canceled", "TASK_STATE_CANCELED"), ("TASK_STATE_COMPLETED", "TASK_STATE_COMPLETED"),
+    (" working ", "TASK_STATE_WORKING"),
+])
+def test_a2a_states_are_read_in_both_spellings(spelled: str, read: str) -> None:
+    assert read_a2a_state(spelled) == read
+
+
+def test_an_unknown_a2a_state_is_refused_with_the_ones_there_are() -> None:
+    with pytest.raises(ProtocolError) as caught:
+        read_a2a_state("paused")
+    assert "'paused'" in caught.value.message and "TASK_STATE_AUTH_REQUIRED" in caught.value.message

@@ -1,0 +1,187 @@
+"""The A2A routes (the SDK's Starlette routes over :class:`HandoffRequestHandler`) and the
+gate in front of them.
+
+Starlette routes skip Django's middleware, so the gate applies the same rules itself:
+allowed hosts, the HTTPS redirect and HSTS, Handoff API tokens (looked up off the event
+loop, counted against the same failed-token limit as the REST API), and one audit line per
+request. The agent card is public; everything else needs a token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextvars import ContextVar
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.routes import (
+    DefaultServerCallContextBuilder,
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.types.a2a_pb2 import AgentCard
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest
+from django.http.request import split_domain_port, validate_host
+from starlette.applications import Starlette
+from starlette.requests import Request
+
+from delegations.accounts.auth import BearerTokenAuth
+from delegations.accounts.rate_limits import RateLimited
+
+from .card import JSONRPC_PATH, REST_PATH, agent_card, card_frame
+from .handler import HandoffRequestHandler
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[..., Awaitable[None]]
+
+audit = logging.getLogger("handoff.a2a")
+
+PREFIX = "/a2a/"
+CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent.json")   # 1.0, and 0.3's name
+
+
+def serves(path: str) -> bool:
+    """Whether ``path`` is an A2A route (else it is Django's)."""
+    return path.startswith(PREFIX) or path in CARD_PATHS
+
+
+class HandoffContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's context with the Django user the gate found and the site's URL."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state["django_user"] = request.scope["handoff_user"]
+        context.state["base_url"] = request.scope["handoff_base_url"]
+        return context
+
+
+def _routes() -> list[Any]:
+    handler, builder = HandoffRequestHandler(), HandoffContextBuilder()
+
+    async def current_card(_: AgentCard) -> AgentCard:
+        return await sync_to_async(agent_card)(_base_url.get(settings.HANDOFF_BASE_URL))
+
+    frame = card_frame(settings.HANDOFF_BASE_URL)
+    cards = [route for path in CARD_PATHS
+             for route in create_agent_card_routes(frame, card_modifier=current_card, card_url=path)]
+    return [*cards,
+            *create_jsonrpc_routes(handler, JSONRPC_PATH, context_builder=builder,
+                                   enable_v0_3_compat=True),
+            *create_rest_routes(handler, context_builder=builder, path_prefix=REST_PATH)]
+
+
+# -- the gate ---------------------------------------------------------------------------------
+
+# the URL the caller reached the site at, for the card the SDK's route builds
+_base_url: ContextVar[str] = ContextVar("a2a_base_url")
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+def _is_secure(scope: Scope, headers: dict[str, str]) -> bool:
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        header = proxy[0].removeprefix("HTTP_").replace("_", "-").lower()
+        if headers.get(header, "").split(",")[0].strip() == proxy[1]:
+            return True
+    return scope.get("scheme") == "https"
+
+
+async def _answer(send: Any, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"),
+        *[(name.encode(), value.encode()) for name, value in (headers or {}).items()]]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _authenticate(token: str, address: str) -> Any:
+    """The REST API's own token check (same failed-token limit): the user, or None."""
+    request = HttpRequest()
+    request.META["REMOTE_ADDR"] = address
+    return BearerTokenAuth().authenticate(request, token)
+
+
+class A2AGate:
+    """Django's host, HTTPS and token rules in front of the SDK's routes."""
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        headers = _headers(scope)
+        host = headers.get("host", "")
+        domain, _ = split_domain_port(host)
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await _answer(send, 400, f"Invalid Host header {host!r}; it is not in ALLOWED_HOSTS.")
+            return
+        secure = _is_secure(scope, headers)
+        if getattr(settings, "SECURE_SSL_REDIRECT", False) and not secure:
+            query = f"?{scope['query_string'].decode()}" if scope.get("query_string") else ""
+            await _answer(send, 301, "Use HTTPS.", {"location": f"https://{host}{scope['path']}{query}"})
+            return
+        base_url = f"{'https' if secure else 'http'}://{host}"
+        scope = {**scope, "handoff_base_url": base_url, "handoff_user": None}
+        if scope["path"] not in CARD_PATHS:
+            user = await self._user(scope, headers, send)
+            if user is None:
+                return
+            scope["handoff_user"] = user
+            audit.info("a2a %s %s by %s", scope["method"], scope["path"], user.get_username())
+        _base_url.set(base_url)
+        await self.inner(scope, receive, self._with_security_headers(send, secure))
+
+    async def _user(self, scope: Scope, headers: dict[str, str], send: Any) -> Any:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            await _answer(send, 401, "Send a Handoff API token: 'Authorization: Bearer <token>' "
+                                     "(create one on your account page).", {"www-authenticate": "Bearer"})
+            return None
+        address = (scope.get("client") or ("unknown",))[0]
+        try:
+            user = await sync_to_async(_authenticate)(token, address)
+        except RateLimited as exc:
+            await _answer(send, 429, exc.message, {"retry-after": str(exc.retry_after)})
+            return None
+        if user is None:
+            await _answer(send, 401, "This API token is wrong or was revoked; create a new one "
+                                     "on your account page.",
+                          {"www-authenticate": 'Bearer error="invalid_token"'})
+        return user
+
+    def _with_security_headers(self, send: Any, secure: bool) -> Any:
+        extra = [(b"x-content-type-options", b"nosniff")]
+        hsts = getattr(settings, "SECURE_HSTS_SECONDS", 0)
+        if secure and hsts:
+            value = f"max-age={hsts}"
+            if getattr(settings, "SECURE_HSTS_INCLUDE_SUBDOMAINS", False):
+                value += "; includeSubDomains"
+            if getattr(settings, "SECURE_HSTS_PRELOAD", False):
+                value += "; preload"
+            extra.append((b"strict-transport-security", value.encode()))
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        return sending
+
+
+def beside(django_app: ASGIApp) -> ASGIApp:
+    """``django_app`` with the A2A routes (behind the gate) in front of it."""
+    a2a = A2AGate(Starlette(routes=_routes()))
+
+    async def route(scope: Scope, receive: Any, send: Any) -> None:
+        await (a2a if serves(scope["path"]) else django_app)(scope, receive, send)
+
+    return route

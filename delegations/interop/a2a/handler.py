@@ -1,0 +1,169 @@
+"""Handoff's own A2A ``RequestHandler``: tasks are runs, started with ``run_create`` and run
+by the queue on the workers, never by the SDK's in-process executor. Every database call
+goes through ``sync_to_async``; streams read the event log, which every web process and
+worker shares, so a stream from any process sees the same events, and one that reconnects
+asks for what follows the last seq it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import PushNotificationNotSupportedError
+from asgiref.sync import sync_to_async
+
+from . import workflows
+from .card import agent_card
+from .tasks import task_of, updates_after
+
+audit = logging.getLogger("handoff.a2a")
+
+POLL_S = 0.2   # how often a stream looks for new events in the log
+TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
+            TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
+INTERRUPTED = {TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_INPUT_REQUIRED}
+# the longest a blocking SendMessage waits before answering with the task as it stands
+BLOCKING_WAIT_S = 120.0
+
+
+def caller(context: ServerCallContext) -> tuple[Any, str]:
+    """The Django user the ASGI gate authenticated, and the site's URL as the caller reached it."""
+    return context.state["django_user"], context.state["base_url"]
+
+
+class HandoffRequestHandler(RequestHandler):
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
+        user, base_url = caller(context)
+        run_id = await sync_to_async(workflows.task_start_or_continue)(params.message, user)
+        audit.info("a2a SendMessage by %s task=%s", user.get_username(), run_id)
+        if not params.configuration.return_immediately:
+            async for _ in self._follow(run_id, 0, base_url, max_wait_s=BLOCKING_WAIT_S):
+                pass
+        return await self._task(run_id, base_url, params.configuration.history_length or None)
+
+    async def on_message_send_stream(self, params: SendMessageRequest,
+                                     context: ServerCallContext) -> AsyncGenerator[Event]:
+        user, base_url = caller(context)
+        run_id = await sync_to_async(workflows.task_start_or_continue)(params.message, user)
+        audit.info("a2a SendStreamingMessage by %s task=%s", user.get_username(), run_id)
+        async for event in self._snapshot_then_events(run_id, base_url):
+            yield event
+
+    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
+                                   context: ServerCallContext) -> AsyncGenerator[Event]:
+        user, base_url = caller(context)
+        await sync_to_async(workflows.visible_task)(user, params.id, live=True)
+        async for event in self._snapshot_then_events(params.id, base_url):
+            yield event
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        user, base_url = caller(context)
+        await sync_to_async(workflows.visible_task)(user, params.id)
+        history = params.history_length if params.HasField("history_length") else None
+        return await self._task(params.id, base_url, history)
+
+    async def on_list_tasks(self, params: ListTasksRequest,
+                            context: ServerCallContext) -> ListTasksResponse:
+        user, base_url = caller(context)
+        return await sync_to_async(workflows.tasks_list)(params, user, base_url)
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        user, base_url = caller(context)
+        seq = await sync_to_async(workflows.task_cancel)(user, params.id)
+        audit.info("a2a CancelTask by %s task=%s", user.get_username(), params.id)
+        async for _ in self._follow(params.id, seq, base_url, max_wait_s=5.0):
+            pass
+        return await self._task(params.id, base_url, None)
+
+    async def on_get_extended_agent_card(self, params: GetExtendedAgentCardRequest,
+                                         context: ServerCallContext) -> AgentCard:
+        user, base_url = caller(context)
+        return await sync_to_async(agent_card)(base_url, user=user)
+
+    # -- push notifications: not offered (the card says so) --------------------------------
+
+    async def on_create_task_push_notification_config(
+            self, params: TaskPushNotificationConfig, context: ServerCallContext) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_task_push_notification_config(
+            self, params: GetTaskPushNotificationConfigRequest,
+            context: ServerCallContext) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_list_task_push_notification_configs(
+            self, params: ListTaskPushNotificationConfigsRequest,
+            context: ServerCallContext) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError
+
+    async def on_delete_task_push_notification_config(
+            self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext) -> None:
+        raise PushNotificationNotSupportedError
+
+    # -- reading the log ---------------------------------------------------------------------
+
+    async def _task(self, run_id: str, base_url: str, history_length: int | None) -> Task:
+        return await sync_to_async(task_of)(workflows.root_run(run_id), base_url=base_url,
+                                            history_length=history_length)
+
+    async def _snapshot_then_events(self, run_id: str, base_url: str) -> AsyncGenerator[Event]:
+        """The task as it stands (its history is every event so far), then each new event,
+        until the task ends or waits for someone (the spec's SubscribeToTask)."""
+        snapshot = await self._task(run_id, base_url, None)
+        yield snapshot
+        if snapshot.status.state in TERMINAL:
+            return
+        async for event in self._follow(run_id, int(snapshot.metadata["lastSeq"]), base_url):
+            yield event
+
+    async def _follow(self, run_id: str, seq: int, base_url: str,
+                      max_wait_s: float | None = None) -> AsyncGenerator[Event]:
+        """Status updates for the events after ``seq``; when the task ends, its result
+        artifact and its final status; when it waits for a person, that status. Stops there
+        (or after ``max_wait_s``)."""
+        waited, entered_wait = 0.0, False
+        while max_wait_s is None or waited < max_wait_s:
+            run, updates = await sync_to_async(updates_after)(run_id, seq, base_url=base_url)
+            for update in updates:
+                seq = int(update.metadata["seq"])
+                if update.metadata["type"] == "state":
+                    entered_wait = update.status.state in INTERRUPTED
+                yield update
+            task = await sync_to_async(task_of)(run, base_url=base_url, history_length=0)
+            # a wait that began before this stream did is not where it stops: a subscriber
+            # to a task parked for the inbox waits for what the decision brings
+            if task.status.state in TERMINAL or (entered_wait and task.status.state in INTERRUPTED):
+                for artifact in task.artifacts:
+                    yield TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id,
+                                                  artifact=artifact, last_chunk=True)
+                yield TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id,
+                                            status=task.status, metadata=task.metadata)
+                return
+            await asyncio.sleep(POLL_S)
+            waited += POLL_S
+
