@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from delegations.accounts.roles import can_compose, visible_approvals
 from delegations.models import Run, WorkerHeartbeat
-from delegations.runs.snapshot import result_view
+from delegations.run_pages.snapshot import result_view
 
 ACTIVE_SHOWN = 10
 RECENT_SHOWN = 8

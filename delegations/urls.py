@@ -5,9 +5,9 @@ from delegations.accounts import views as account
 from delegations.composer import tree_views as tree
 from delegations.composer import views as composer
 from delegations.inbox import views as inbox
-from delegations.runs import compare as run_compare
-from delegations.runs import imports as run_imports
-from delegations.runs import views as runs
+from delegations.run_pages import compare as run_compare
+from delegations.run_pages import imports as run_imports
+from delegations.run_pages import views as runs
 
 app_name = "delegations"
 

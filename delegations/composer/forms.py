@@ -36,7 +36,7 @@ from delegations.protocol.packet import (
     SUBAGENT_TYPES,
     HandoffPacket,
 )
-from delegations.runs.forms import PASTE_LIMIT, RunStartForm
+from delegations.run_pages.forms import PASTE_LIMIT, RunStartForm
 from skills.models import Skill
 
 from .criteria_rows import (

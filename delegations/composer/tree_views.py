@@ -27,7 +27,7 @@ from delegations.models import Delegation
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
-from delegations.runs.forms import PASTE_LIMIT
+from delegations.run_pages.forms import PASTE_LIMIT
 from delegations.runs.workflows import RunError
 
 from .forms import AdapterForm, ComposerForm

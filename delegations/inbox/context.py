@@ -34,8 +34,14 @@ from delegations.protocol.capabilities import (
     CAPABILITY_DESCRIPTIONS,
     CAPABILITY_TOOLS,
 )
-from delegations.runs.display import AXIS_LABELS, budget_amount, pretty_json, run_budget, run_usage
-from delegations.runs.snapshot import json_diff
+from delegations.run_pages.display import (
+    AXIS_LABELS,
+    budget_amount,
+    pretty_json,
+    run_budget,
+    run_usage,
+)
+from delegations.run_pages.snapshot import json_diff
 
 RECENT_EVENTS_READ = 40     # the tail of the asking run's log read for "what it was doing"
 RECENT_SHOWN = 5            # activity lines shown

@@ -9,5 +9,9 @@
 - ``record``: events written outside a worker (a run ended by a cancel or the sweeper)
 - ``maintenance``: the sweeper for runs whose worker died, and the archiver
 - ``worker``: the background worker thread or process, with its heartbeat
-- ``snapshot``: a run's state for its page; ``views``, ``forms``, ``api``: its pages and routes
+- ``rollups``: what each run of a tree used, itself and with its subtree, from the event log
+- ``export``: a run's whole record as one file, and reading such a file back
+- ``api``: the runs' REST routes over the workflows
+
+Its pages are beside it, in ``delegations.run_pages``; nothing here imports them.
 """

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from delegations.runs import display
+from delegations.run_pages import display
 
 register = template.Library()
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from delegations.models import Run
-from delegations.runs.compare import ONLY_ONE, attempts
+from delegations.run_pages.compare import ONLY_ONE, attempts
 from delegations.runs.record import append_events
 from delegations.runs.workflows import run_retry
 from tests.delegations import scripts

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from delegations.runs.failure import failure_headline
+from delegations.run_pages.failure import failure_headline
 
 
 def runner_result(code: str, message: str, model_calls: int = 0) -> dict[str, Any]:

@@ -14,8 +14,13 @@ import pytest
 from django.utils import timezone
 
 from delegations.models import Approval, Run, RunEvent
-from delegations.runs.snapshot import STREAM_RUNS, snapshot
-from delegations.runs.tree_view import TREE_COLLAPSE_ABOVE, changed_since, tree_changes, waterfall
+from delegations.run_pages.snapshot import STREAM_RUNS, snapshot
+from delegations.run_pages.tree_view import (
+    TREE_COLLAPSE_ABOVE,
+    changed_since,
+    tree_changes,
+    waterfall,
+)
 from tests.delegations.runs.test_run_pages import make_run, walk
 from tests.delegations.runs.test_run_tree import (
     four_runs,

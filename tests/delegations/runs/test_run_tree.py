@@ -14,10 +14,10 @@ from django.test.utils import CaptureQueriesContext
 
 from delegations.models import Approval, Run, RunCheckpoint, RunEvent, RunMessage
 from delegations.models.runs import new_run_id
+from delegations.run_pages.snapshot import snapshot
+from delegations.run_pages.timeline_filter import TimelineFilter
 from delegations.runs.execution import execute
 from delegations.runs.record import append_events
-from delegations.runs.snapshot import snapshot
-from delegations.runs.timeline_filter import TimelineFilter
 from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 from tests.delegations.runs.test_run_pages import detail, make_run, section, walk

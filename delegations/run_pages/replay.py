@@ -9,7 +9,7 @@ from typing import Any
 
 from delegations.models import Run, RunEvent
 from delegations.protocol.lifecycle import RunState
-from delegations.runs.display import state_label, state_tone
+from delegations.run_pages.display import state_label, state_tone
 
 
 def replay_events(run: Run) -> dict[str, Any]:

@@ -25,10 +25,10 @@ from delegations.accounts.roles import can_approve, can_compose, visible_runs
 from delegations.models import Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
-from delegations.runs import snapshot as run_snapshot
-from delegations.runs.forms import MessageForm, RetryForm, RunFilterForm, RunStartForm
-from delegations.runs.replay import replay_events
-from delegations.runs.timeline_filter import TimelineFilter
+from delegations.run_pages import snapshot as run_snapshot
+from delegations.run_pages.forms import MessageForm, RetryForm, RunFilterForm, RunStartForm
+from delegations.run_pages.replay import replay_events
+from delegations.run_pages.timeline_filter import TimelineFilter
 from delegations.runs.workflows import RunError, run_cancel, run_create, run_retry, run_send_message
 from skills.models import Skill
 

@@ -21,9 +21,9 @@ from django.views.decorators.http import require_GET
 
 from delegations.accounts.roles import visible_runs
 from delegations.models import Run, RunEvent
-from delegations.runs.display import format_seconds, format_usd, run_usage, state_tone
-from delegations.runs.failure import failure_headline
-from delegations.runs.snapshot import json_diff, result_view
+from delegations.run_pages.display import format_seconds, format_usd, run_usage, state_tone
+from delegations.run_pages.failure import failure_headline
+from delegations.run_pages.snapshot import json_diff, result_view
 
 MAX_ATTEMPTS = 100   # a chain is cut here: a retry loop gone wrong must not stall the page
 ONLY_ONE = "This run has only one attempt: retry it from its page to compare attempts."

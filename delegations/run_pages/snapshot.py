@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.budgets import CONSUMABLE_AXES, fraction_used
-from delegations.runs.display import (
+from delegations.run_pages.display import (
     AXIS_LABELS,
     budget_amount,
     format_usd,
@@ -30,9 +30,9 @@ from delegations.runs.display import (
     state_tone,
     status_tone,
 )
-from delegations.runs.failure import failure_headline
-from delegations.runs.timeline_filter import GROUP_OF, TimelineFilter, filter_form
-from delegations.runs.tree_view import changed_since, tree_changes, tree_nodes, waterfall
+from delegations.run_pages.failure import failure_headline
+from delegations.run_pages.timeline_filter import GROUP_OF, TimelineFilter, filter_form
+from delegations.run_pages.tree_view import changed_since, tree_changes, tree_nodes, waterfall
 from skills.models import Skill
 
 TIMELINE_LIMIT = 500          # the newest events a snapshot shows; the API serves the rest

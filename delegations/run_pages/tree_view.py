@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from delegations.models import Run, RunEvent
-from delegations.runs.display import (
+from delegations.run_pages.display import (
     AXIS_LABELS,
     FAILED_STATES,
     budget_amount,

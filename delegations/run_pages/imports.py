@@ -21,8 +21,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 from delegations.models import ImportedRun
 from delegations.protocol.budgets import CONSUMABLE_AXES
 from delegations.protocol.events import EventType
-from delegations.runs import display
-from delegations.runs import snapshot as run_snapshot
+from delegations.run_pages import display
+from delegations.run_pages import snapshot as run_snapshot
+from delegations.run_pages.failure import failure_headline
+from delegations.run_pages.forms import RunImportForm
 from delegations.runs.export import (
     EventRecord,
     ExportError,
@@ -33,8 +35,6 @@ from delegations.runs.export import (
     run_import,
     stored_export,
 )
-from delegations.runs.failure import failure_headline
-from delegations.runs.forms import RunImportForm
 
 TIMELINE_PAGE_SIZE = 500      # timeline events per page of an imported run
 STREAM_CHAR_LIMIT = 20_000    # the tail of a run's streamed text the page shows
