@@ -19,7 +19,6 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
-from delegations.composer.lint import lint_report
 from delegations.composer.services import (
     NAME_MAX,
     POSITION_MAX,
@@ -34,6 +33,7 @@ from delegations.models import Delegation
 from delegations.protocol import text_limits
 from delegations.request_bodies import RequestBody
 from delegations.runs.api import PAGE_SIZE, AdapterIn, RunDetailOut, iso, page_bounds, run_detail
+from delegations.runs.lint import lint_as_run
 
 router = Router(tags=["delegations"])
 
@@ -242,11 +242,11 @@ def lint(request: HttpRequest) -> dict[str, Any]:
         raise HttpError(422, f"The body must be a JSON object (the packet), not JSON {type(body).__name__}.")
     wrapped = isinstance(body.get("packet"), dict) and set(body) <= {"packet", "parent"}
     if not wrapped:
-        return lint_report(body).as_dict()
+        return lint_as_run(body).as_dict()
     parent = body.get("parent")
     if parent is not None and not isinstance(parent, dict):
         raise HttpError(422, "'parent' must be a packet (a JSON object) or null.")
-    return lint_report(body["packet"], parent=parent).as_dict()
+    return lint_as_run(body["packet"], parent=parent).as_dict()
 
 
 # -- delegations -------------------------------------------------------------------------------

@@ -23,9 +23,9 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from delegations.accounts.roles import can_compose
-from delegations.composer.lint import lint_report
 from delegations.composer.tree import children_by_parent, unique_label
 from delegations.models import Delegation, DelegationVersion, Run
+from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.workflows import run_create
 
 NAME_MAX = 200
@@ -91,29 +91,30 @@ def _clean_name(name: Any) -> str:
     return cleaned
 
 
-def _checked_packet(packet: Any) -> dict[str, Any]:
+def _checked_packet(packet: Any, linted: LintReport | None) -> LintReport:
+    """The packet's report as it will run (``linted``, when the caller has it already: read
+    once for every check of one save); a packet that does not parse is refused."""
     if not isinstance(packet, dict):
         raise DelegationError(f"The packet must be a JSON object, not {type(packet).__name__}.",
                               status=422, details={"problems": [{"field": "packet",
                                                                  "message": "must be a JSON object"}]})
-    report = lint_report(packet)
+    report = linted if linted is not None else lint_as_run(packet)
     if report.packet is None:
         raise DelegationError(f"The packet does not parse: {report.blocked_because}", status=422,
                               details={"problems": report.problems})
-    return packet
+    return report
 
 
-def _capabilities(packet: dict[str, Any]) -> list[str]:
-    canonical = lint_report(packet).packet or packet
-    return [str(name) for name in canonical.get("capabilities") or []]
+def _capabilities(report: LintReport) -> list[str]:
+    return [str(name) for name in (report.packet or {}).get("capabilities") or []]
 
 
-def _check_within_parent(packet: dict[str, Any], parent: Delegation | None) -> None:
+def _check_within_parent(report: LintReport, parent: Delegation | None) -> None:
     """A child never gets a capability its parent lacks."""
     if parent is None:
         return
-    has = _capabilities(parent.packet_dict())
-    beyond = [name for name in _capabilities(packet) if name not in has]
+    has = _capabilities(lint_as_run(parent.packet_dict()))
+    beyond = [name for name in _capabilities(report) if name not in has]
     if beyond:
         raise DelegationError(
             f"{', '.join(beyond)} {'is' if len(beyond) == 1 else 'are'} beyond what {parent.name} has "
@@ -148,14 +149,15 @@ def _next_position(owner: Any, parent: Delegation | None) -> int:
 
 def delegation_create(*, owner: Any, name: str, packet: dict[str, Any], parent: Delegation | None = None,
                       template: bool = False, position: int | None = None,
-                      copied_from: Delegation | None = None) -> Delegation:
+                      copied_from: Delegation | None = None, linted: LintReport | None = None) -> Delegation:
     """A new delegation at version 1 (kept), after its last sibling unless ``position`` says;
-    ``copied_from`` is the template it was started from."""
+    ``copied_from`` is the template it was started from, ``linted`` the packet's
+    :func:`lint_as_run` report when the caller has made it."""
     _require_composer(owner)
-    name, packet = _clean_name(name), _checked_packet(packet)
+    name, report = _clean_name(name), _checked_packet(packet, linted)
     if parent is not None:
         _check_parent(None, parent, owner)
-        _check_within_parent(packet, parent)
+        _check_within_parent(report, parent)
     with transaction.atomic():
         delegation = Delegation.objects.create(
             name=name, packet=packet, parent=parent, template=template, owner=owner, updated_by=owner,
@@ -167,9 +169,11 @@ def delegation_create(*, owner: Any, name: str, packet: dict[str, Any], parent: 
 
 def delegation_update(*, delegation: Delegation, user: Any, base_version: int, name: str | None = None,
                       packet: dict[str, Any] | None = None, template: bool | None = None,
-                      position: int | None = None, parent: Delegation | Unchanged | None = KEEP) -> Delegation:
+                      position: int | None = None, parent: Delegation | Unchanged | None = KEEP,
+                      linted: LintReport | None = None) -> Delegation:
     """Save changes made on top of ``base_version``; what is left ``None`` stays as it is
-    (``parent=None`` moves it to the top level). Raises :class:`StaleSave` when someone
+    (``parent=None`` moves it to the top level); ``linted`` is the packet's report when the
+    caller has made it. Raises :class:`StaleSave` when someone
     saved since: the version only moves on if it is still ``base_version`` in the database,
     so of two saves from the same base exactly one wins."""
     _require_editor(delegation, user)
@@ -177,8 +181,8 @@ def delegation_update(*, delegation: Delegation, user: Any, base_version: int, n
     if name is not None:
         changes["name"] = _clean_name(name)
     if packet is not None:
-        changes["packet"] = _checked_packet(packet)
-        _check_within_parent(packet, delegation.parent if parent is KEEP else parent)
+        _check_within_parent(_checked_packet(packet, linted), delegation.parent if parent is KEEP else parent)
+        changes["packet"] = packet
     if template is not None:
         changes["template"] = template
     if parent is not KEEP:

@@ -22,8 +22,7 @@ from delegations.protocol.budgets import left_after as budget_left_after
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import parse_packet
-
-from .lint import LintReport, lint_report
+from delegations.runs.lint import LintReport, lint_as_run
 
 # the axes the tree draws and caps new children on, with the unit each is counted in
 SHOWN_AXES: tuple[tuple[str, str], ...] = (
@@ -309,7 +308,7 @@ def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
     """Arrange ``rows`` (every delegation below ``root``) under ``root``, siblings by position,
     each linted as the run of the tree will judge it."""
     by_parent = children_by_parent(rows)
-    report = lint_report(root.packet_dict())
+    report = lint_as_run(root.packet_dict())
     limit, source = _depth_limit(report)
 
     def node(row: Delegation, depth: int, report: LintReport, parent: TreeNode | None,
@@ -326,7 +325,7 @@ def build_tree(root: Delegation, rows: list[Delegation]) -> TreeNode:
             child_left = budget_left_after(effective, asked[:index] + asked[index + 1:])
             # judged as the run places it, one level down (as lint_packet judges a planned child)
             placed = {**row_below.packet_dict(), "depth": depth + 1}
-            child_report = lint_report(placed, parent=_as_parent(report, child_left))
+            child_report = lint_as_run(placed, parent=_as_parent(report, child_left))
             made.children.append(node(row_below, depth + 1, child_report, made, child_left))
         for index, child in enumerate(made.children):
             child.first, child.last = index == 0, index == len(made.children) - 1

@@ -2,7 +2,7 @@
 role, a shipped starter or a saved template), and the composer with its live lint panel,
 its JSON view, saving and running from it, and a dry run of the one node on its own.
 
-Linting is :func:`delegations.composer.lint.lint_report`'s, saving and running
+Linting is :func:`delegations.runs.lint.lint_as_run`'s, saving and running
 :mod:`delegations.composer.services`'; these views build the packet from the form, call
 them, and redirect. Every composer form also works as a plain POST: "Check" re-renders
 the page with the findings, and htmx only refreshes the panel as the person types.
@@ -29,6 +29,7 @@ from delegations.models import Delegation, Run
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
+from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.workflows import RunError
 from skills.models import Skill
 
@@ -45,7 +46,6 @@ from .forms import (
     new_initial,
     packet_from_form,
 )
-from .lint import LintReport, lint_report
 from .services import (
     DelegationError,
     StaleSave,
@@ -240,15 +240,17 @@ def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: 
     # a tree pasted as one packet: its planned children become the nodes of its tree
     packet, planned = split_planned(packet_from_form(cleaned))
     name = form.delegation_name() if run else cleaned["name"]
+    linted = None if planned else report   # the page linted this very packet already
     try:
         with transaction.atomic():
             if delegation is None:
                 delegation = delegation_create(owner=request.user, name=name, packet=packet,
-                                               template=cleaned["template"],
+                                               template=cleaned["template"], linted=linted,
                                                copied_from=_template_for_user(request, cleaned["copied_from"]))
             else:
                 delegation = delegation_update(delegation=delegation, user=request.user, name=name, packet=packet,
-                                               template=cleaned["template"], base_version=cleaned["base_version"] or 0)
+                                               template=cleaned["template"], base_version=cleaned["base_version"] or 0,
+                                               linted=linted)
             planted = plant_children(parent=delegation, planned=planned, user=request.user)
     except StaleSave as stale:
         # keep what was typed, now based on the current version, so saving again overwrites
@@ -384,7 +386,7 @@ def _parent_scope(delegation: Delegation | None) -> ParentScope | None:
     parent = delegation.parent if delegation is not None else None
     if parent is None:
         return None
-    packet = lint_report(parent.packet_dict()).packet or parent.packet_dict()
+    packet = lint_as_run(parent.packet_dict()).packet or parent.packet_dict()
     return ParentScope(parent.name, tuple(packet.get("capabilities") or ()))
 
 
@@ -393,7 +395,7 @@ def _lint(form: ComposerForm, delegation: Delegation | None) -> LintReport:
     did clean is linted as the packet it stands for."""
     valid = form.is_valid()
     packet = packet_from_form(form.cleaned_data)
-    report = lint_report(packet, parent=_parent_packet(delegation))
+    report = lint_as_run(packet, parent=_parent_packet(delegation))
     if valid:
         return report
     # an input the field cannot show as it is (42 where the skill wants text) is kept in
@@ -436,7 +438,7 @@ def _packet_path(form: ComposerForm, name: str) -> str:
 
 
 def _unbound_report(form: ComposerForm, packet: dict[str, Any], delegation: Delegation | None) -> LintReport:
-    report = lint_report(packet, parent=_parent_packet(delegation))
+    report = lint_as_run(packet, parent=_parent_packet(delegation))
     missing = [{"field": spec.name, "message": f"Write the {spec.name.replace('_', ' ')}; it is required."}
                for spec in PACKET_FIELDS if form.fields[spec.name].required and not form[spec.name].value()]
     return _said_once(form, report, missing) if missing else report

@@ -20,14 +20,14 @@ from delegations.models.runs import TERMINAL, RunQuerySet, new_run_id
 from delegations.protocol.adapters import ModelAdapter, make_adapter
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
-from delegations.protocol.lint import Severity, lint_packet, rejection_message
+from delegations.protocol.lint import rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.sessions import session_key
+from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
 from delegations.runs.redaction import redactor
 from delegations.runs.runner_setup import adapter_config
-from skills.models import Skill
 
 Response = TypeVar("Response", bound=HttpResponseBase)
 
@@ -56,20 +56,14 @@ class RunError(Exception):
 
 # -- creating runs ---------------------------------------------------------------------------
 
-def _lint(packet: HandoffPacket) -> list[dict[str, Any]]:
-    findings = lint_packet(packet, max_depth=settings.HANDOFF_MAX_DEPTH,
-                           approval_required=settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES,
-                           payload_limit_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
-    return [finding.as_dict() for finding in findings]
-
-
-def _pin_skill(packet: HandoffPacket) -> HandoffPacket:
-    """The packet with the skill it names pinned to the exact version that will run, once
-    the registry has it and its input fits (ProtocolError otherwise, see Skill.objects.for_run)."""
-    if not packet.skill:
+def _pinned(packet: HandoffPacket, report: LintReport) -> HandoffPacket:
+    """The packet as composed, with the skill it names pinned to the exact version that
+    will run (the runner merges the skill in again from the registry)."""
+    if report.refusal is not None:   # no such skill, or input its input_schema refuses
+        raise report.refusal
+    if not packet.skill or report.parsed is None:
         return packet
-    skill = Skill.objects.for_run(packet.skill, packet.input_data)
-    return packet.model_copy(update={"skill": skill.ref})
+    return packet.model_copy(update={"skill": report.parsed.skill})
 
 
 RETRY_AFTER_MAX_S = 10   # the longest Retry-After a refused run is told to wait
@@ -120,15 +114,18 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     them a skill the registry lacks or input its input_schema refuses, or
     ERR_INVALID_ADAPTER_CONFIG naming the adapter) for unusable input, before anything is
     written. A packet naming a skill runs the version it resolves to, recorded as
-    ``name@version``. A packet with lint errors becomes a REJECTED run carrying its findings;
+    ``name@version``. A packet with lint errors, linted as it will run (:func:`lint_as_run`:
+    its skill merged, the runner's limits), becomes a REJECTED run carrying its findings, as
+    the runner would reject it;
     otherwise the run waits in PENDING for a slot in its owner's lane (``start=False``: for
     a caller that runs it itself), unless too many runs wait already (RunError 429, with
     how many and when to try again; nothing is written)."""
-    parsed = _pin_skill(parse_packet(packet))
+    parsed = parse_packet(packet)
+    report = lint_as_run(parsed)
+    parsed = _pinned(parsed, report)
     name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
     built = _adapter(name, config)
-    findings = _lint(parsed)
-    errors = [f for f in findings if f["severity"] == Severity.ERROR]
+    findings, errors = report.findings, report.error_findings
     if start and not errors:
         _check_room_to_wait(owner)
     run_id = new_run_id()

@@ -7,7 +7,7 @@ It builds a throwaway SQLite database in a temporary folder (HANDOFF_DATA_DIR) a
 the agloop executor packet (tests/protocol/protocol_examples.py) as a delegation.
 
 - **server**: POSTs the composer form, as the page sends it, to `/delegations/lint/`
-  through Django's test client (middleware, session, form, `lint_report`, the panel's
+  through Django's test client (middleware, session, form, `lint_as_run`, the panel's
   template; no network); median of N. Target: under 20 ms.
 - **browser**: `manage.py serve` on that database and headless Chromium on the saved
   delegation's composer page. A key pressed in the goal field (a real keydown) is timed

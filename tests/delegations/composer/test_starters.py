@@ -9,10 +9,10 @@ import pytest
 from django.contrib.auth.models import Group
 
 from delegations.accounts.roles import COMPOSERS
-from delegations.composer.lint import lint_report
 from delegations.composer.services import delegation_create
 from delegations.composer.starters import BY_KEY, STARTERS, Starter
 from delegations.models import Delegation
+from delegations.runs.lint import lint_as_run
 from tests.delegations import scripts
 from tests.delegations.composer.test_pages import form_data, page
 
@@ -29,7 +29,7 @@ def template(composer: Any) -> Delegation:
 
 @pytest.mark.parametrize("starter", STARTERS, ids=lambda starter: starter.key)
 def test_every_starter_lints_without_errors(starter: Starter) -> None:
-    report = lint_report(starter.packet_copy())
+    report = lint_as_run(starter.packet_copy())
     assert report.runnable, report.blocked_because
 
 

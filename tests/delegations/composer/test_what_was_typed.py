@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from delegations.composer.lint import lint_report
 from delegations.composer.services import delegation_create
 from delegations.models import Delegation, Run
+from delegations.runs.lint import lint_as_run
 from skills.models import Skill
 from tests.delegations import scripts
 from tests.delegations.composer.test_pages import FILL, LINT, NEW, form_data, page
@@ -70,7 +70,7 @@ def test_an_empty_goal_is_one_error(composer_client, skill):
 
 
 def test_the_api_names_the_limit_too(skill):
-    report = lint_report({"skill": "review-check", "goal": "Label the review", "input_data": {"review": REVIEW}})
+    report = lint_as_run({"skill": "review-check", "goal": "Label the review", "input_data": {"review": REVIEW}})
     assert {"field": "input_data.review",
             "message": f"is {len(REVIEW):,} characters long; at most 2,000 allowed (skill review-check@1.0.0's "
                        "input_schema)"} in report.problems
