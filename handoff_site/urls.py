@@ -7,6 +7,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import URLPattern, URLResolver, include, path
 
 from delegations.accounts.views import RateLimitedLoginView, admin_login
+from delegations.interop.mcp.endpoint import mcp_view
 
 from .api import api
 
@@ -39,6 +40,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("admin/", admin.site.urls),
     path("api/", include((_public(list(api_urls)), app_name), namespace=namespace)),
     path("api/<path:rest>", api_not_found),
+    path("mcp", mcp_view, name="mcp"),  # MCP clients: Handoff's tools over streamable HTTP
     path("skills/", include("skills.urls")),
     path("", include("delegations.urls")),
 ]

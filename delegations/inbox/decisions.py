@@ -6,8 +6,10 @@ The rules, in the order they are checked:
   expires and its run times out (409); an item whose run ended is cancelled (409).
 - who: only approvers (or superusers) decide, and nobody decides an item raised by a run
   they started (the run's owner or its root's owner) unless ``HANDOFF_ALLOW_SELF_APPROVAL``
-  is on (403). No tool a model is offered can reach this module: deciding is a person's
-  request, through the inbox pages or the API.
+  is on (403). A clarification is the exception: the person who started the run answers
+  its question too (an answer grants nothing), as an MCP client asks it of its user. No
+  tool a model is offered can reach this module: deciding is a person's request, through
+  the inbox pages, the API or an MCP client's answer.
 - what: the decision must be one the item's kind allows (``allowed_decisions``), with what
   it needs (a rejection's comment, an answer, edited arguments valid against the tool's
   schema, a raised budget within the parent's remainder) (422, every problem listed).
@@ -65,6 +67,8 @@ def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> RunE
     closed = closed_reason(approval, now)
     if closed is not None:
         return RunError(closed, status=409)
+    if approval.kind == ApprovalKind.CLARIFICATION and _owns_run(user, approval.run):
+        return None   # the person who started the run answers its question: an answer grants nothing
     if not can_approve(user):
         return RunError(NOT_AN_APPROVER, status=403)
     if not settings.HANDOFF_ALLOW_SELF_APPROVAL and _owns_run(user, approval.run):

@@ -122,6 +122,10 @@ PAGES = {
     "POST delegations:inbox_decide":        "302 403 403 302 403 302",
     "GET delegations:run_decide":           "302 405 405 405 405 405",
     "POST delegations:run_decide":          "302 404 404 302 403 302",
+    # MCP clients: JSON-RPC by POST only, with a token (a browser session is none; the tools
+    # have a table of their own, test_mcp_route_table.py); a form post is no JSON-RPC
+    "GET mcp":                              "405 405 405 405 405 405",
+    "POST mcp":                             "415 415 415 415 415 415",
 }
 
 #                                                      anon out comp appr owner root
