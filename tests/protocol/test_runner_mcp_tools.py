@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from delegations.protocol.adapters.scripted import ScriptedAdapter
-from delegations.protocol.approvals import ApprovalDecision, Decision
+from delegations.protocol.approvals import ApprovalDecision, AutoGate, Decision
 from delegations.protocol.checkpoints import MemoryCheckpointStore
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.events import MemorySink
@@ -52,8 +52,6 @@ def config(url: str, *, capability: str = "search", **extra: Any) -> McpServerCo
 def mcp_runner(sink: MemorySink, settings: RunnerSettings, *servers: McpServerConfig,
                gate: Any = None, result_max_bytes: int = 65536,
                environ: dict[str, str] | None = None) -> Runner:
-    from delegations.protocol.approvals import AutoGate
-
     tools = McpTools(servers, result_max_bytes=result_max_bytes, environ=environ or {})
     return Runner(sink=sink, gate=gate or AutoGate(), checkpoints=MemoryCheckpointStore(),
                   settings=settings, mcp=tools)
@@ -297,3 +295,26 @@ def test_a_runner_without_mcp_servers_never_imports_the_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.split() == ["COMPLETE", "False"], done.stderr
+
+
+async def test_an_mcp_call_interrupted_by_the_worker_dying_is_not_made_again_on_resume(
+        settings: RunnerSettings, workspace: Path, weather: Running, seen: Seen) -> None:
+    from .test_runner_interrupted_calls import DyingStore, WorkerDied
+
+    server = config(weather.url)
+    store = DyingStore(FORECAST)
+    first = Runner(sink=MemorySink(), gate=AutoGate(), checkpoints=store, settings=settings,
+                   mcp=McpTools([server], result_max_bytes=65536, environ={}))
+    script = {"script": [call_turn(FORECAST, {"city": "Oslo"}), yield_turn()]}
+    with pytest.raises(WorkerDied):
+        await first.start(root_packet(capabilities=["search"]), adapter=ScriptedAdapter(script),
+                          run_id="r-mcp-dies", workspace=workspace)
+    assert seen.calls == [("forecast", {"city": "Oslo"})]
+    sink = MemorySink()
+    again = Runner(sink=sink, gate=AutoGate(), checkpoints=store, settings=settings,
+                   mcp=McpTools([server], result_max_bytes=65536, environ={}))
+    outcome = await again.resume("r-mcp-dies")
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    assert seen.calls == [("forecast", {"city": "Oslo"})]     # called once
+    [result] = results(sink, "r-mcp-dies")
+    assert result["error"]["code"] == "ERR_WORKER_LOST"
