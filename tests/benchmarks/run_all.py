@@ -45,6 +45,7 @@ def main() -> None:
 
     for script, title in (("bench_catalog.py", "skill catalog search over 10,000 skills"),
                           ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery"),
+                          ("bench_mcp.py", "the MCP layer: start_run through /mcp against POST /api/runs"),
                           ("bench_decision.py", "the inbox: a decision -> the run's next event on its websocket"),
                           ("bench_local.py", "the local model: load, tokens/s, the runner's share of wall time"),
                           ("bench_composer.py", "the composer's live lint: server time, keystroke to findings"),

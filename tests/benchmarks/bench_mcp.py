@@ -1,0 +1,115 @@
+"""What the MCP layer costs per call: the median time to start a run through ``/mcp``'s
+start_run tool (the official ``mcp`` client, one connection) against ``POST /api/runs``
+(httpx, one connection), the same packet, interleaved call by call in one sitting.
+
+``manage.py serve --no-worker`` on a free loopback port against a throwaway SQLite
+database, so runs are written and wait in their lane without being executed: what is timed
+is the call, not the run. Each MCP call carries its own idempotency key (an identical call
+would return the first run). Prints a table of median and p95 milliseconds.
+
+    .venv/bin/python tests/benchmarks/bench_mcp.py [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+import httpx2
+from throwaway_site import DATA_DIR, ROOT  # sets up Django on a throwaway database
+
+from django.core.management import call_command  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from delegations.models import APIToken  # noqa: E402
+from tests.conftest import make_user  # noqa: E402
+from tests.delegations import scripts  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve() -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    env = {**os.environ, "HANDOFF_DATA_DIR": DATA_DIR, "HANDOFF_MAX_PENDING_RUNS_PER_OWNER": "100000",
+           "HANDOFF_MAX_PENDING_RUNS": "100000", "LOG_LEVEL": "WARNING"}
+    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("manage.py serve did not start")
+
+
+def _percentiles(timings: list[float]) -> tuple[float, float]:
+    ordered = sorted(timings)
+    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+async def _measure(url: str, token: str, calls: int) -> tuple[list[float], list[float]]:
+    """``calls`` starts each way, alternating, after a few unmeasured warm-up calls."""
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"packet": scripts.packet(), "adapter": {"name": "scripted", "config": scripts.leaf()}}
+    mcp_ms: list[float] = []
+    rest_ms: list[float] = []
+    async with (httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+                httpx2.AsyncClient(headers=headers, timeout=60) as rest):
+        for number in range(calls + 5):
+            started = time.perf_counter()
+            result = await client.call_tool("start_run", {
+                "packet": body["packet"], "adapter": "scripted", "adapter_config": scripts.leaf(),
+                "idempotency_key": f"bench-{number}"})
+            middle = time.perf_counter()
+            response = await rest.post(f"{url}/api/runs", json=body)
+            ended = time.perf_counter()
+            assert not result.is_error and response.status_code == 201, (result, response.text)
+            if number >= 5:
+                mcp_ms.append((middle - started) * 1000)
+                rest_ms.append((ended - middle) * 1000)
+    return mcp_ms, rest_ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200)
+    calls = parser.parse_args().calls
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth.models import User
+
+    _, token = APIToken.issue(user=make_user(User, "bench", "composers", password=None), name="bench")
+    process, url = _serve()
+    try:
+        mcp_ms, rest_ms = asyncio.run(_measure(url, token, calls))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    rows: list[tuple[str, Any, Any]] = [("start_run through /mcp", *_percentiles(mcp_ms)),
+                                        ("POST /api/runs", *_percentiles(rest_ms))]
+    print(f"{calls} calls each, interleaved, one connection each, loopback, no worker")
+    print(f"{'call':<26}{'median ms':>10}{'p95 ms':>10}")
+    for name, median, p95 in rows:
+        print(f"{name:<26}{median:>10.2f}{p95:>10.2f}")
+    print(f"MCP layer overhead (median): {rows[0][1] - rows[1][1]:+.2f} ms per start "
+          f"({rows[0][1] / rows[1][1]:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
