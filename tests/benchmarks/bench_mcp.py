@@ -20,19 +20,25 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
-from throwaway_site import DATA_DIR, ROOT  # sets up Django on a throwaway database
 
-from django.core.management import call_command  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from delegations.models import APIToken  # noqa: E402
-from tests.conftest import make_user  # noqa: E402
-from tests.delegations import scripts  # noqa: E402
+from tests.benchmarks.throwaway_site import DATA_DIR, ROOT  # first: it sets up Django
+
+# isort: split
+
+from django.core.management import call_command
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from delegations.models import APIToken
+from tests.conftest import make_user
+from tests.delegations import scripts
 
 
 def _free_port() -> int:
