@@ -100,7 +100,7 @@ def closed_reason(approval: Approval, now: datetime | None = None) -> str | None
     """Why nobody can decide ``approval`` any more (decided, expired, cancelled, past its
     deadline), else None."""
     status = approval.status
-    if status == Approval.Status.PENDING:
+    if not approval.is_closed:
         deadline = approval.expires_at
         if deadline is not None and deadline <= (now or timezone.now()):
             return f"Expired at {_when(deadline)}: nobody decided in time, so its run timed out."
@@ -304,7 +304,6 @@ def _record(locked: Approval, choice: Decision, *, user: Any, comment: str = "",
             budget_limit: dict[str, Any] | None = None, raised: Budget | None = None) -> None:
     locked.record(choice, user=user, comment=comment, answer=answer, edited_arguments=edited_arguments,
                   always_allow=always_allow, budget_limit=budget_limit)
-    locked.save()
     if raised is not None:
         # the run's row shows the limits it goes on with (the runner takes the same raise)
         Run.objects.filter(pk=locked.run_id).update(budget=raised.as_dict())

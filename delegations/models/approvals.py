@@ -15,6 +15,14 @@ from delegations.protocol.approvals import (
     Decision,
     allowed_decisions,
 )
+from delegations.protocol.lifecycle import (
+    CLOSED_STATUSES,
+    DECIDED_STATUSES,
+    STATUS_FOR_DECISION,
+    ApprovalStatus,
+    approval_sources,
+    check_approval_transition,
+)
 
 from .runs import Run
 
@@ -29,7 +37,7 @@ class ApprovalQuerySet(models.QuerySet["Approval"]):
 
     def decided(self) -> ApprovalQuerySet:
         """The items a person decided (not those that expired or were cancelled)."""
-        return self.exclude(status__in=Approval.UNDECIDED)
+        return self.filter(status__in=DECIDED_STATUSES)
 
     def past_deadline(self, now: datetime | None = None) -> ApprovalQuerySet:
         """Pending items whose deadline has passed (the sweeper expires them)."""
@@ -39,24 +47,38 @@ class ApprovalQuerySet(models.QuerySet["Approval"]):
         """The items raised by the user's runs (and every run in their trees)."""
         return self.filter(models.Q(run__owner=user) | models.Q(run__root__owner=user))
 
+    def cancel(self) -> list[Approval]:
+        """Cancel the pending items among these (their runs ended before anyone decided)
+        and return them as cancelled. One UPDATE, filtered on the statuses the lifecycle
+        lets an item be cancelled from, so a bulk cancel never closes an item twice."""
+        sources = approval_sources(ApprovalStatus.CANCELLED)
+        items: list[Approval] = list(self.filter(status__in=sources).select_related("decided_by"))
+        if not items:
+            return []
+        now = timezone.now()
+        Approval.objects.filter(pk__in=[item.pk for item in items], status__in=sources).update(
+            status=ApprovalStatus.CANCELLED, decided_at=now)
+        for item in items:
+            item._close(ApprovalStatus.CANCELLED, now)
+        return items
+
 
 class Approval(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        REJECTED = "rejected"
-        ANSWERED = "answered"
-        EDITED = "edited"
-        RETRIED = "retried"       # an invalid result sent back for a fresh attempt
-        EXPIRED = "expired"       # its deadline passed before anyone decided: the run timed out
-        CANCELLED = "cancelled"   # its run ended (cancelled, timed out, failed) before anyone decided
+    """An inbox item. Its status follows the lifecycle's table (APPROVAL_TRANSITIONS):
+    :meth:`record` (a person's decision), :meth:`expire` and ``Approval.objects.cancel()``
+    are its only writers, and each refuses a move the table forbids (ERR_ILLEGAL_TRANSITION)."""
 
-    # what each decision makes of the item
-    STATUS_FOR_DECISION = {Decision.APPROVE: Status.APPROVED, Decision.REJECT: Status.REJECTED,
-                           Decision.ANSWER: Status.ANSWERED, Decision.EDIT: Status.EDITED,
-                           Decision.RETRY: Status.RETRIED}
-    # the statuses no person decided
-    UNDECIDED = (Status.PENDING, Status.EXPIRED, Status.CANCELLED)
+    # the lifecycle's statuses (ApprovalStatus) as the column's choices, under the name the
+    # API's schema gives them (a docstring here would show in that schema)
+    class Status(models.TextChoices):
+        PENDING = ApprovalStatus.PENDING.value
+        APPROVED = ApprovalStatus.APPROVED.value
+        REJECTED = ApprovalStatus.REJECTED.value
+        ANSWERED = ApprovalStatus.ANSWERED.value
+        EDITED = ApprovalStatus.EDITED.value
+        RETRIED = ApprovalStatus.RETRIED.value
+        EXPIRED = ApprovalStatus.EXPIRED.value
+        CANCELLED = ApprovalStatus.CANCELLED.value
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     key = models.CharField(max_length=255, unique=True,
@@ -96,7 +118,12 @@ class Approval(models.Model):
 
     @property
     def is_pending(self) -> bool:
-        return self.status == self.Status.PENDING
+        return self.status == ApprovalStatus.PENDING
+
+    @property
+    def is_closed(self) -> bool:
+        """Nobody can decide the item any more: decided, expired or cancelled."""
+        return self.status in CLOSED_STATUSES
 
     @property
     def time_left(self) -> timedelta | None:
@@ -114,7 +141,7 @@ class Approval(models.Model):
     def to_decision(self) -> ApprovalDecision | None:
         """The protocol decision, once a person has decided (None while pending, expired
         or cancelled)."""
-        if not self.decision or self.status in self.UNDECIDED:
+        if not self.decision or self.status not in DECIDED_STATUSES:
             return None
         return ApprovalDecision(Decision(self.decision), comment=self.comment, answer=self.answer,
                                 edited_arguments=self.edited_arguments,
@@ -124,13 +151,24 @@ class Approval(models.Model):
     def record(self, decision: Decision, *, user: Any, comment: str = "", answer: str = "",
                edited_arguments: dict[str, Any] | None = None, always_allow: bool = False,
                budget_limit: dict[str, Any] | None = None) -> None:
-        """Fill in a person's decision (the caller checks it is still pending and saves)."""
+        """Record and save a person's decision; ERR_ILLEGAL_TRANSITION when the item is
+        closed (the caller holds its row lock and has told the person why first)."""
+        self._close(STATUS_FOR_DECISION[decision])
         self.decision = decision
-        self.status = self.STATUS_FOR_DECISION[decision]
         self.comment, self.answer, self.edited_arguments = comment, answer, edited_arguments
         self.always_allow, self.budget_limit = always_allow, budget_limit
         self.decided_by = user
-        self.decided_at = timezone.now()
+        self.save()
+
+    def expire(self, now: datetime) -> None:
+        """Close the item as expired (nobody decided before its deadline) and save it;
+        ERR_ILLEGAL_TRANSITION when it is closed already."""
+        self._close(ApprovalStatus.EXPIRED, now)
+        self.save(update_fields=["status", "decided_at"])
+
+    def _close(self, status: ApprovalStatus, now: datetime | None = None) -> None:
+        self.status = check_approval_transition(self.status, status)
+        self.decided_at = now or timezone.now()
 
     def as_event_data(self) -> dict[str, Any]:
         """What the run's `approval` event and the inbox websocket carry."""

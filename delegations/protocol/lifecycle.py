@@ -42,12 +42,23 @@ TIMEOUT                       TASK_STATE_FAILED            A2A has no timeout st
 REJECTED                      TASK_STATE_REJECTED
 CANCELLED                     TASK_STATE_CANCELED
 ============================  ===========================  ================================
+
+An inbox item's lifecycle (:class:`ApprovalStatus`, :data:`APPROVAL_TRANSITIONS`): an item
+opens ``pending`` and closes once, for good::
+
+    pending -> approved | rejected | answered | edited | retried   (a person decided)
+            -> expired                                              (its deadline passed)
+            -> cancelled                                            (its run ended first)
+
+A resumed run asks again with the same key and finds its item as it was left; nothing
+reopens a closed item, so deciding an expired one or expiring a decided one is refused.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
+from .approvals import Decision
 from .errors import ErrorCode, ProtocolError
 
 
@@ -153,3 +164,73 @@ def read_a2a_state(text: str) -> str:
 
 
 A2A_TASK_STATES = frozenset({*A2A_STATE.values(), "TASK_STATE_INPUT_REQUIRED"})
+
+
+class ApprovalStatus(StrEnum):
+    """Where an inbox item stands (the model's ``status`` column holds these values)."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    ANSWERED = "answered"
+    EDITED = "edited"
+    RETRIED = "retried"       # an invalid result sent back for a fresh attempt
+    EXPIRED = "expired"       # its deadline passed before anyone decided: the run timed out
+    CANCELLED = "cancelled"   # its run ended (cancelled, timed out, failed) before anyone decided
+
+
+# what each decision makes of the item
+STATUS_FOR_DECISION: dict[Decision, ApprovalStatus] = {
+    Decision.APPROVE: ApprovalStatus.APPROVED, Decision.REJECT: ApprovalStatus.REJECTED,
+    Decision.ANSWER: ApprovalStatus.ANSWERED, Decision.EDIT: ApprovalStatus.EDITED,
+    Decision.RETRY: ApprovalStatus.RETRIED,
+}
+DECIDED_STATUSES: frozenset[ApprovalStatus] = frozenset(STATUS_FOR_DECISION.values())
+
+APPROVAL_TRANSITIONS: dict[ApprovalStatus, frozenset[ApprovalStatus]] = {
+    ApprovalStatus.PENDING: DECIDED_STATUSES | {ApprovalStatus.EXPIRED, ApprovalStatus.CANCELLED},
+    ApprovalStatus.APPROVED: frozenset(),
+    ApprovalStatus.REJECTED: frozenset(),
+    ApprovalStatus.ANSWERED: frozenset(),
+    ApprovalStatus.EDITED: frozenset(),
+    ApprovalStatus.RETRIED: frozenset(),
+    ApprovalStatus.EXPIRED: frozenset(),
+    ApprovalStatus.CANCELLED: frozenset(),
+}
+# closed: nobody can decide the item any more, and nothing moves it again
+CLOSED_STATUSES: frozenset[ApprovalStatus] = frozenset(
+    status for status, targets in APPROVAL_TRANSITIONS.items() if not targets)
+
+
+def _approval_status(value: ApprovalStatus | str, role: str) -> ApprovalStatus:
+    if isinstance(value, str) and value.lower() in ApprovalStatus._value2member_map_:
+        return ApprovalStatus(value.lower())
+    known = ", ".join(ApprovalStatus)
+    raise ProtocolError(ErrorCode.ILLEGAL_TRANSITION,
+                        f"unknown {role} status {value!r} of an inbox item; expected one of {known}",
+                        details={role: str(value)})
+
+
+def check_approval_transition(current: ApprovalStatus | str,
+                              target: ApprovalStatus | str) -> ApprovalStatus:
+    """The target status when an inbox item may go ``current -> target``; ProtocolError
+    (ERR_ILLEGAL_TRANSITION) otherwise, as for a run."""
+    source, destination = _approval_status(current, "current"), _approval_status(target, "target")
+    if destination in APPROVAL_TRANSITIONS[source]:
+        return destination
+    allowed = ", ".join(sorted(APPROVAL_TRANSITIONS[source])) or "none: it is closed"
+    raise ProtocolError(
+        ErrorCode.ILLEGAL_TRANSITION,
+        f"an inbox item cannot go from {source} to {destination}; from {source} it can go to {allowed}",
+        details={"from": str(source), "to": str(destination)})
+
+
+def approval_sources(target: ApprovalStatus | str) -> frozenset[ApprovalStatus]:
+    """The statuses an inbox item may reach ``target`` from (what a bulk update filters on)."""
+    destination = _approval_status(target, "target")
+    return frozenset(status for status, targets in APPROVAL_TRANSITIONS.items() if destination in targets)
+
+
+def is_closed(status: ApprovalStatus | str) -> bool:
+    """Whether an inbox item in ``status`` is closed: decided, expired or cancelled."""
+    return _approval_status(status, "status") in CLOSED_STATUSES

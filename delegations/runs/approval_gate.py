@@ -50,8 +50,9 @@ class DjangoApprovalGate:
         decision = approval.to_decision()
         if decision is not None:
             return decision
-        if approval.status in (Approval.Status.EXPIRED, Approval.Status.CANCELLED):
-            # its run was ended by whoever closed the item; a run still asking is refused
+        if approval.is_closed:
+            # closed undecided (expired, cancelled): its run was ended by whoever closed the
+            # item; a run still asking is refused
             return ApprovalDecision(Decision.REJECT, comment=f"The inbox item was {approval.status}.")
         raise RunParked(request)
 

@@ -50,8 +50,7 @@ def approval_expire(approval_id: int, now: datetime | None = None) -> bool:
         root = Run.objects.select_for_update().get(pk=run.root_run_id)
         if root.holds_live_lease(now):
             return False
-        Approval.objects.filter(pk=approval.pk).update(status=Approval.Status.EXPIRED, decided_at=now)
-        approval.status, approval.decided_at = Approval.Status.EXPIRED, now
+        approval.expire(now)
         notice = feed.inbox_message("approval.expired", approval.as_event_data())
         transaction.on_commit(lambda: feed.publish_sync(notice))
         deadline = timezone.localtime(approval.expires_at).strftime("%Y-%m-%d %H:%M:%S %Z")

@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from delegations.live import feed
 from delegations.models import Approval, Run, RunCheckpoint
+from delegations.models.approvals import ApprovalQuerySet
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.events import announce_data, result_data
 from delegations.protocol.lifecycle import RunState, can_transition
@@ -106,18 +106,14 @@ def _record_outcome_in_checkpoint(run: Run, announce: dict[str, Any]) -> None:
     RunCheckpoint.objects.update_or_create(run=run, defaults={"data": checkpoint})
 
 
-def approvals_cancel(approvals: Any) -> list[int]:
+def approvals_cancel(approvals: ApprovalQuerySet) -> list[int]:
     """Cancel the pending items of runs that ended before anyone decided them (status
     ``cancelled``, an ``approval.cancelled`` notice each); returns their ids."""
-    cancelled = list(approvals.select_related("decided_by"))
+    cancelled = approvals.cancel()
     if not cancelled:
         return []
-    now = timezone.now()
-    Approval.objects.filter(pk__in=[a.pk for a in cancelled], status=Approval.Status.PENDING).update(
-        status=Approval.Status.CANCELLED, decided_at=now)
     notices = []
     for approval in cancelled:
-        approval.status, approval.decided_at = Approval.Status.CANCELLED, now
         notices += feed.inbox_message("approval.cancelled", approval.as_event_data())
     transaction.on_commit(lambda: feed.publish_sync(notices))
     return [a.pk for a in cancelled]
