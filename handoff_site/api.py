@@ -22,14 +22,13 @@ from delegations.accounts import api as accounts_api
 from delegations.accounts.auth import api_auth
 from delegations.accounts.rate_limits import RateLimited
 from delegations.composer import api as composer_api
-from delegations.composer.services import DelegationError
 from delegations.inbox import api as inbox_api
 from delegations.mcp_servers import api as mcp_servers_api
 from delegations.models import WorkerHeartbeat
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.text_limits import TextLimitError
+from delegations.refusals import Refusal
 from delegations.runs import api as runs_api
-from delegations.runs.workflows import RunError
 from skills import api as skills_api
 
 from .api_errors import (
@@ -161,15 +160,11 @@ def protocol_error(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
     return api.create_response(request, {"detail": exc.message, **exc.as_dict()}, status=422)
 
 
-@api.exception_handler(RunError)
-def run_conflict(request: HttpRequest, exc: RunError) -> HttpResponse:
+@api.exception_handler(Refusal)
+def refused(request: HttpRequest, exc: Refusal) -> HttpResponse:
+    """Every area's refusal (a run's state, the composer's checks, the inbox's rules)."""
     return exc.with_headers(api.create_response(request, {"detail": exc.message, **exc.details},
                                                 status=exc.status))
-
-
-@api.exception_handler(DelegationError)
-def delegation_refused(request: HttpRequest, exc: DelegationError) -> HttpResponse:
-    return api.create_response(request, {"detail": exc.message, **exc.details}, status=exc.status)
 
 
 @api.exception_handler(AuthenticationError)

@@ -19,6 +19,7 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
+from delegations.api_lists import PAGE_SIZE, iso, page_bounds
 from delegations.composer.services import (
     NAME_MAX,
     POSITION_MAX,
@@ -32,7 +33,7 @@ from delegations.composer.services import (
 from delegations.models import Delegation
 from delegations.protocol import text_limits
 from delegations.request_bodies import RequestBody
-from delegations.runs.api import PAGE_SIZE, AdapterIn, RunDetailOut, iso, page_bounds, run_detail
+from delegations.runs.api import AdapterIn, RunDetailOut, run_detail
 from delegations.runs.lint import lint_as_run
 
 router = Router(tags=["delegations"])

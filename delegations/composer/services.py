@@ -25,6 +25,7 @@ from django.utils import timezone
 from delegations.accounts.roles import can_compose
 from delegations.composer.tree import children_by_parent, unique_label
 from delegations.models import Delegation, DelegationVersion, Run
+from delegations.refusals import Refusal
 from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.workflows import run_create
 
@@ -32,15 +33,11 @@ NAME_MAX = 200
 POSITION_MAX = 2**31 - 1   # the column's range on every database Handoff supports
 
 
-class DelegationError(Exception):
-    """A request the composer refuses; ``status`` is the HTTP one, ``details`` extra fields
-    for the response (the packet's problems, say)."""
+class DelegationError(Refusal):
+    """A request the composer refuses (400 unless said): ``details`` names the field, or
+    carries the packet's problems."""
 
-    def __init__(self, message: str, *, status: int = 400, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.details = details or {}
+    default_status = 400
 
 
 class StaleSave(DelegationError):

@@ -20,6 +20,7 @@ from ninja import Query, Router, Schema
 from pydantic import Field
 
 from delegations.accounts.roles import visible_approvals
+from delegations.api_lists import PAGE_SIZE, iso, page_bounds
 from delegations.inbox.context import approval_context
 from delegations.inbox.decisions import (
     approval_decide,
@@ -33,7 +34,6 @@ from delegations.protocol.budgets import describe_usage
 from delegations.protocol.capabilities import CAPABILITY_DESCRIPTIONS
 from delegations.protocol.tools import RUNTIME_TOOLS
 from delegations.request_bodies import RequestBody
-from delegations.runs.api import PAGE_SIZE, iso, page_bounds
 
 router = Router(tags=["approvals"])
 

@@ -31,7 +31,7 @@ from delegations.inbox.decisions import (
 from delegations.inbox.forms import DECIDED, BatchDecisionForm, DecisionForm, InboxFilterForm
 from delegations.models import Approval
 from delegations.models.approvals import ApprovalQuerySet
-from delegations.runs.workflows import RunError
+from delegations.refusals import Refusal
 
 PAGE_SIZE = 20
 RECENT_SHOWN = 20
@@ -151,9 +151,8 @@ def _budget_limit(approval: Approval, raised: float | None) -> dict[str, Any] | 
     return {axis: int(raised) if raised.is_integer() and axis != "max_cost_usd" else raised}
 
 
-def _error_text(error: RunError) -> str:
-    details = getattr(error, "details", None) or {}
-    problems = details.get("errors") if isinstance(details, dict) else None
+def _error_text(error: Refusal) -> str:
+    problems = error.details.get("errors")
     if isinstance(problems, list) and problems:
         return f"{error.message} " + " ".join(str(problem) for problem in problems)
     return error.message
@@ -197,7 +196,7 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
                         edited_arguments=data["edited_arguments"] if decision == "edit" else None,
                         always_allow=data["always_allow"],
                         budget_limit=_budget_limit(approval, data["budget_limit"]) if decision == "approve" else None)
-    except RunError as error:
+    except Refusal as error:
         return _decided(request, approval, back_to=back_to, error=f"#{approval.pk}: {_error_text(error)}")
     done = DECIDED.get(decision, decision) + (" and always allowed for this run" if data["always_allow"] else "")
     return _decided(request, approval, back_to=back_to, notice=f"#{approval.pk} {done}; {resumes} resumes.")
@@ -252,7 +251,7 @@ def inbox_batch(request: HttpRequest) -> HttpResponse:
     try:
         approvals_decide_batch(approvals=approvals, user=request.user, decision=decision,
                                comment=form.cleaned_data["comment"])
-    except RunError as error:
+    except Refusal as error:
         messages.error(request, f"Nothing decided: {_error_text(error)}")
     else:
         numbers = ", ".join(f"#{approval.pk}" for approval in sorted(approvals, key=lambda a: a.pk))

@@ -20,6 +20,7 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from delegations.accounts.roles import can_compose, visible_runs
+from delegations.api_lists import PAGE_SIZE, iso, page_bounds
 from delegations.models import Delegation, Run, RunEvent
 from delegations.protocol import text_limits
 from delegations.protocol.errors import ErrorCode, ProtocolError
@@ -39,7 +40,6 @@ from delegations.runs.workflows import run_cancel, run_create, run_retry, run_se
 router = Router(tags=["runs"])
 protocol_router = Router(tags=["protocol"])
 
-PAGE_SIZE = 50
 EVENTS_LIMIT = 1000
 
 
@@ -156,10 +156,6 @@ class RunFilters(Schema):
 
 # -- mapping rows to responses -----------------------------------------------------------------
 
-def iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def run_summary(run: Run) -> dict[str, Any]:
     return {
         "id": run.pk, "state": run.state, "a2a_state": A2A_STATE[RunState(run.state)],
@@ -187,14 +183,6 @@ def run_detail(run: Run) -> dict[str, Any]:
         "cancel_requested": run.cancel_requested_at is not None, "last_seq": run.last_seq,
         "children": children, "websocket": f"/ws/runs/{run.pk}/",
     }
-
-
-def page_bounds(total: int, page: int, size: int) -> tuple[int, int, int]:
-    """The page count and the slice of a page; a page past the last is an empty slice
-    (never an OFFSET the database cannot hold)."""
-    pages = max(1, -(-total // size))
-    start = min(page - 1, pages) * size
-    return pages, start, start + size
 
 
 def _visible_run(request: HttpRequest, run_id: str, *, to_act: bool = False) -> Run:

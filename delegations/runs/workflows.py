@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import transaction
-from django.http import HttpResponseBase
 from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
@@ -23,35 +22,17 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.lint import rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.sessions import session_key
+from delegations.refusals import Refusal
 from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
 from delegations.runs.redaction import redactor
 from delegations.runs.runner_setup import adapter_config
 
-Response = TypeVar("Response", bound=HttpResponseBase)
 
-
-class RunError(Exception):
-    """A request that conflicts with the run's (or item's) state, or that the server cannot
-    take now; ``status`` is the HTTP one, ``details`` what a program needs beyond the message
-    (e.g. ``{"errors": [...]}``), ``retry_after`` the seconds after which the same request
-    may succeed."""
-
-    def __init__(self, message: str, *, status: int = 409, details: dict[str, Any] | None = None,
-                 retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.details = details or {}
-        self.retry_after = retry_after
-
-    def with_headers(self, response: Response) -> Response:
-        """``response`` (the answer to the refused request) with Retry-After when asking again
-        later may succeed."""
-        if self.retry_after:
-            response["Retry-After"] = str(self.retry_after)
-        return response
+class RunError(Refusal):
+    """A request that conflicts with the run's state (409 unless said), or that the server
+    cannot take now (429 with ``retry_after``)."""
 
 
 # -- creating runs ---------------------------------------------------------------------------
