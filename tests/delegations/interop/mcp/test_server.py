@@ -40,9 +40,9 @@ def _start(site: dict[str, Any], **arguments: Any) -> Any:
     return tool(site["url"], site["composer"], "start_run", arguments)
 
 
-def _wait(site: dict[str, Any], run_id: str, token: str | None = None) -> dict[str, Any]:
+def _wait(site: dict[str, Any], run_id: str, token: str | None = None, *, calls: int = 8) -> dict[str, Any]:
     """wait_for_run until the run ends or parks (each call at most 25 s)."""
-    for _ in range(8):
+    for _ in range(calls):
         view = structured(tool(site["url"], token or site["composer"], "wait_for_run",
                                {"run_id": run_id, "timeout_s": 20}))
         if not view["status"].startswith("working"):
@@ -286,3 +286,23 @@ def test_a_client_of_the_2025_revisions_starts_and_reads_a_run(site: dict[str, A
     assert started["state"] in {"PENDING", "ACCEPTED", "WORKING"}
     assert any(str(r.uri).endswith("review-sentiment/1.1.0/manifest") for r in resources.resources)
     assert _wait(site, started["run_id"])["state"] == "COMPLETE"
+
+
+@pytest.mark.local_model
+def test_a_client_runs_a_built_in_skill_on_the_default_local_model(site: dict[str, Any]) -> None:
+    """The README's path: an MCP client starts a skill on the default adapter (the local
+    model) and waits; the right values come back, or the run says visibly that it did not."""
+    from delegations.protocol.adapters.local_models import DEFAULT_LOCAL_MODEL
+    from tests.protocol.conftest import local_model_or_skip
+
+    local_model_or_skip(DEFAULT_LOCAL_MODEL)
+    quote = {"query": "Price of the Kettle Pro 2",
+             "quote_text": "Kettle Pro 2, brushed steel: now EUR 39.90 at the online store."}
+    started = structured(_start(site, skill="price-research", input=quote, adapter="local"))
+    ended = _wait(site, started["run_id"], calls=30)   # a small model on a busy machine
+    if ended["state"] == "COMPLETE":
+        assert (ended["result"]["output_payload"]["price"], ended["result"]["output_payload"]["currency"]) \
+            == (39.90, "EUR")
+    else:   # a wrong answer is never a success: it waits in the inbox or fails, saying why
+        assert ended["state"] in ("AWAITING_APPROVAL", "FAILED"), ended
+        assert ended["waiting_for_a_person"] or ended["error"]
