@@ -34,8 +34,9 @@ from delegations.protocol.approvals import ApprovalKind
 from delegations.protocol.budgets import exceeds, parse_budget
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lifecycle import A2A_STATE, RunState
+from delegations.refusals import Refusal
 from delegations.runs.lint import lint_as_run
-from delegations.runs.workflows import RunError, run_cancel, run_create, run_send_message
+from delegations.runs.workflows import run_cancel, run_create, run_send_message
 
 WAIT_MAX_S = 25.0
 POLL_S = 0.25
@@ -195,7 +196,7 @@ def _start(request: HttpRequest, params: StartRunParams) -> Run:
     except ProtocolError as exc:
         issues = [issue.as_dict() for issue in exc.issues] or [{"field": "", "message": exc.message}]
         raise ToolError(f"Not started:\n{_issue_lines(issues)}") from None
-    except RunError as exc:
+    except Refusal as exc:
         raise ToolError(f"Not started: {exc.message}") from None
 
 
@@ -293,7 +294,7 @@ def cancel_run(request: HttpRequest, params: CancelParams) -> dict[str, Any]:
     run = _readable_run(request, params.run_id, to_act=True)
     try:
         run = run_cancel(run=run, reason=params.reason[:500])
-    except RunError as exc:
+    except Refusal as exc:
         raise ToolError(exc.message) from None
     log_call(request, "cancel_run", run=run.pk)
     return run_view(request, run)
@@ -308,7 +309,7 @@ def send_message(request: HttpRequest, params: MessageParams) -> dict[str, Any]:
     run = _readable_run(request, params.run_id, to_act=True)
     try:
         message = run_send_message(run=run, text=params.text[:10000], sender=request.user)
-    except RunError as exc:
+    except Refusal as exc:
         raise ToolError(exc.message) from None
     log_call(request, "send_message", run=run.pk)
     return {"run_id": run.pk, "message_id": message.pk, "queued": True}
@@ -324,7 +325,7 @@ def _answer(request: HttpRequest, item_id: int, answer: str) -> Approval:
                         "in Handoff's inbox; these tools answer questions, never approvals.")
     try:
         decided = approval_decide(approval=item, user=request.user, decision="answer", answer=answer)
-    except RunError as exc:
+    except Refusal as exc:
         raise ToolError(exc.message) from None
     log_call(request, "answer_clarification", item=item_id, run=item.run_id)
     return decided
