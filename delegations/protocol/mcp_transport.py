@@ -5,7 +5,6 @@ filling the worker's memory. Imported only when an MCP server is asked something
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx2
 
@@ -49,7 +48,7 @@ class _CappedStream(httpx2.AsyncByteStream):
         await self.inner.aclose()
 
 
-def client(*, secret: str, timeout_s: float, max_bytes: int) -> Any:
+def client(*, secret: str, timeout_s: float, max_bytes: int) -> httpx2.AsyncClient:
     """The httpx2 client an MCP call goes through: the secret as a Bearer header, the
     server's timeout, capped bodies."""
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}

@@ -66,6 +66,8 @@ def test_a_superuser_changes_and_deletes_a_server(client: Client, root_api: dict
     ({"url": ""}, "url", "either a URL or a stdio command"),
     ({"url": "", "stdio_command": "rm-everything"}, "stdio_command", "not in HANDOFF_MCP_STDIO_COMMANDS"),
     ({"url": "file:///etc/passwd"}, "url", "valid URL"),
+    ({"url": "https://bot:hunter2-token@mcp.example.com/mcp"}, "url", "credentials out of the URL"),
+    ({"url": "http://[::1/mcp"}, "url", "valid URL"),
     ({"name": "Git_Hub"}, "name", "lowercase"),
     ({"allowed_tools": ["search issues"]}, "allowed_tools", "letters, digits"),
 ])
