@@ -12,7 +12,7 @@ in the inbox decides it. A clarification question is asked through the client
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from django.db.models import Q
@@ -28,7 +28,7 @@ from django_mcpz.server import (
 from delegations.accounts.roles import visible_runs
 from delegations.inbox.decisions import approval_decide
 from delegations.interop.mcp.idempotency import once
-from delegations.interop.mcp.server import log_call, require_role, server
+from delegations.interop.mcp.server import about, log_call, require_role, server
 from delegations.models import Approval, Delegation, Run
 from delegations.protocol.approvals import ApprovalKind
 from delegations.protocol.budgets import exceeds, parse_budget
@@ -42,39 +42,53 @@ WAIT_MAX_S = 25.0
 POLL_S = 0.25
 
 
+RunId = Annotated[str, about("The run's id, as start_run (or read_run's children) returned it.")]
+
+
 class StartRunParams(msgspec.Struct, forbid_unknown_fields=True):
-    skill: str = ""
-    input: dict[str, Any] = {}
-    delegation_id: int | None = None
-    packet: dict[str, Any] | str | None = None
-    budget: dict[str, Any] | None = None
-    adapter: str = ""
-    adapter_config: dict[str, Any] | None = None
-    idempotency_key: str = ""
+    skill: Annotated[str, about("A skill to run: its name (latest version) or name@version, "
+                                "from find_skills.")] = ""
+    input: Annotated[dict[str, Any], about("The skill's input: an object its input_schema "
+                                           "accepts (describe_skill shows it).")] = {}
+    delegation_id: Annotated[int | None, about("A saved delegation to run instead.")] = None
+    packet: Annotated[dict[str, Any] | str | None, about(
+        "A hand-off packet to run instead (object or JSON text): goal, input_data, "
+        "expected_output_schema, budget, capabilities, success_criteria...")] = None
+    budget: Annotated[dict[str, Any] | None, about(
+        "Limits for the run, e.g. {\"max_model_calls\": 10, \"max_tokens\": 20000, "
+        "\"max_runtime_s\": 300, \"max_cost_usd\": 0.5}; replaces the packet's.")] = None
+    adapter: Annotated[str, about("Which model runs it: local, openai, anthropic or scripted; "
+                                  "empty for the server's default.")] = ""
+    adapter_config: Annotated[dict[str, Any] | None, about(
+        "The adapter's settings (e.g. {\"model\": ...}); keys and hosts come from the "
+        "server, never from here.")] = None
+    idempotency_key: Annotated[str, about(
+        "Any text unique to this logical start: calling again with it returns the same run.")] = ""
 
 
 class RunParams(msgspec.Struct, forbid_unknown_fields=True):
-    run_id: str
+    run_id: RunId
 
 
 class WaitParams(msgspec.Struct, forbid_unknown_fields=True):
-    run_id: str
-    timeout_s: float = WAIT_MAX_S
+    run_id: RunId
+    timeout_s: Annotated[float, about(f"Seconds to wait, at most {WAIT_MAX_S:g}.")] = WAIT_MAX_S
 
 
 class CancelParams(msgspec.Struct, forbid_unknown_fields=True):
-    run_id: str
-    reason: str = ""
+    run_id: Annotated[str, about("The run to cancel with everything below it (a child's id "
+                                 "cancels that subtree only).")]
+    reason: Annotated[str, about("Why, for the run's record.")] = ""
 
 
 class MessageParams(msgspec.Struct, forbid_unknown_fields=True):
-    run_id: str
-    text: str
+    run_id: RunId
+    text: Annotated[str, about("What the run's subagent should know.")]
 
 
 class AnswerParams(msgspec.Struct, forbid_unknown_fields=True):
-    item_id: int
-    answer: str
+    item_id: Annotated[int, about("The question's item_id, from waiting_for_a_person.")]
+    answer: Annotated[str, about("Your answer to the run's question.")]
 
 
 # -- what a run looks like to the caller ------------------------------------------------------

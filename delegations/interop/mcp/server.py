@@ -12,6 +12,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import msgspec
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django_mcpz.server import _CACHE_FIELDS, MCPServer, ToolError
 
@@ -70,6 +71,11 @@ server = HandoffMCPServer(name="handoff", version="1.0.0", title="Handoff",
                    description="Hand work to AI subagents safely: skills, runs with budgets "
                                "and capabilities, and an approval inbox.",
                    instructions=INSTRUCTIONS, auth=api_token_auth)
+
+
+def about(description: str) -> msgspec.Meta:
+    """A tool argument's description, as the calling model reads it in the input schema."""
+    return msgspec.Meta(description=description)
 
 
 ROLE_CHECKS = {"composer": can_compose, "approver": can_approve}

@@ -4,14 +4,14 @@ registry's lookups and the composer's lint report, as ``/api/skills`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from django.http import HttpRequest
 from django.urls import reverse
 from django_mcpz.server import ToolError
 
-from delegations.interop.mcp.server import server
+from delegations.interop.mcp.server import about, server
 from delegations.runs.lint import lint_as_run
 from skills.models import Skill
 
@@ -19,18 +19,21 @@ FIND_LIMIT = 25
 
 
 class FindSkillsParams(msgspec.Struct, forbid_unknown_fields=True):
-    text: str = ""
-    tag: str = ""
-    capability: str = ""
+    text: Annotated[str, about("Words that must all appear in a skill's name, description or "
+                               "tags; empty lists every skill.")] = ""
+    tag: Annotated[str, about("Only skills with this tag, e.g. classification.")] = ""
+    capability: Annotated[str, about("Only skills that use this capability, e.g. "
+                                     "network_outbound or fs_read.")] = ""
 
 
 class DescribeSkillParams(msgspec.Struct, forbid_unknown_fields=True):
-    name: str
-    version: str = ""
+    name: Annotated[str, about("The skill's name, e.g. review-sentiment.")]
+    version: Annotated[str, about("A version such as 1.1.0; empty for the latest.")] = ""
 
 
 class LintPacketParams(msgspec.Struct, forbid_unknown_fields=True):
-    packet: dict[str, Any] | str
+    packet: Annotated[dict[str, Any] | str, about(
+        "The hand-off packet, as a JSON object or JSON text, in any dialect Handoff reads.")]
 
 
 def skill_summary(request: HttpRequest, skill: Skill) -> dict[str, Any]:
