@@ -108,16 +108,17 @@ def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
     check_iterations(lint)
     findings = lint.findings
     planned = packet.planned_children
-    available = narrow(packet.budget, parent_packet.budget) if parent_packet is not None else packet.budget
-    for index, child in enumerate(planned):
-        # a planned child is judged as it will run: one level down, against this packet
-        # with what its siblings leave of the budget (the tree editor's figure)
-        placed = child.model_copy(update={"depth": packet.depth + 1})
-        siblings = [sibling.budget for sibling in planned[:index] + planned[index + 1:]]
-        view = packet.model_copy(update={"budget": left_after(available, siblings)})
-        findings += [finding._replace(field=f"planned_children[{index}].{finding.field}".rstrip("."))
-                     for finding in lint_packet(placed, view, payload_limit_bytes=payload_limit_bytes,
-                                                max_depth=max_depth, approval_required=approval_required)]
+    if planned:   # none in most hand-offs: then there is no budget to narrow for them
+        available = narrow(packet.budget, parent_packet.budget) if parent_packet is not None else packet.budget
+        for index, child in enumerate(planned):
+            # a planned child is judged as it will run: one level down, against this packet
+            # with what its siblings leave of the budget (the tree editor's figure)
+            placed = child.model_copy(update={"depth": packet.depth + 1})
+            siblings = [sibling.budget for sibling in planned[:index] + planned[index + 1:]]
+            view = packet.model_copy(update={"budget": left_after(available, siblings)})
+            findings += [finding._replace(field=f"planned_children[{index}].{finding.field}".rstrip("."))
+                         for finding in lint_packet(placed, view, payload_limit_bytes=payload_limit_bytes,
+                                                    max_depth=max_depth, approval_required=approval_required)]
     if len(findings) > 1:
         findings.sort(key=finding_order)
     return findings
