@@ -23,7 +23,7 @@ from a2a.server.routes import (
     create_rest_routes,
 )
 from a2a.types.a2a_pb2 import AgentCard
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, VERSION_HEADER
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest
@@ -52,10 +52,15 @@ def serves(path: str) -> bool:
 
 
 class HandoffContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's context with the Django user the gate found and the site's URL."""
+    """The SDK's context with the Django user the gate found and the site's URL. A request
+    without ``A2A-Version`` is read as 1.0: the spec would read it as 0.3, but 0.3's methods
+    have names of their own (``message/send``), which the SDK's 0.3 adapter answers by name
+    whatever the header says, so only a 1.0 method reaches this without it (the A2A test
+    kit sends none). A version stated and unsupported is still refused."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
+        context.state["headers"].setdefault(VERSION_HEADER.lower(), PROTOCOL_VERSION_1_0)
         context.state["django_user"] = request.scope["handoff_user"]
         context.state["base_url"] = request.scope["handoff_base_url"]
         return context

@@ -37,9 +37,9 @@ JSON = "application/json"
 BEARER = "handoffToken"
 
 MESSAGE_FORMAT = (
-    "Send one data part: either a hand-off packet (docs/protocol.md), or a skill's input with "
-    "the skill's id in the message's metadata as 'skill' (name@version or name); a text part "
-    "is the goal. Optional metadata 'adapter': {'name', 'config'} as POST /api/runs takes it.")
+    "Send a text part (the goal), or one data part: either a hand-off packet (docs/protocol.md), "
+    "or a skill's input with the skill's id in the message's metadata as 'skill' (name@version "
+    "or name). Optional metadata 'adapter': {'name', 'config'} as POST /api/runs takes it.")
 
 
 def agent_skill(skill: Skill) -> AgentSkill:

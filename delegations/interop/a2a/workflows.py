@@ -37,8 +37,8 @@ from delegations.runs.workflows import RunError, run_cancel, run_create, run_sen
 
 from .tasks import item_url, pending_item, task_of
 
-USAGE = ("Send one data part: a hand-off packet, or a skill's input with the skill's id "
-         "(name@version) as 'skill' in the message metadata; a text part is the goal.")
+USAGE = ("Send a text part (the goal), or one data part: a hand-off packet, or a skill's input "
+         "with the skill's id (name@version) as 'skill' in the message metadata.")
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
 
 
@@ -72,8 +72,10 @@ def packet_from_message(message: Message) -> tuple[dict[str, Any], dict[str, Any
                                   "goal": text or f"Run the skill {skill.strip()} on the given input.",
                                   "allowed_inputs": sorted(body or {}),
                                   "success_criteria": ["JSON is schema-valid"]}
-    elif body is None:
+    elif body is None and not text:
         raise InvalidParamsError(f"The message has no usable part. {USAGE}")
+    elif body is None:
+        packet = {"goal": text}   # lint says what a bare goal lacks; the task keeps its findings
     else:
         packet = dict(body)
         if text and not packet.get("goal"):

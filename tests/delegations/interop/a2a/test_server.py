@@ -140,6 +140,16 @@ async def test_a_blocking_send_answers_with_the_finished_task(
     assert [t.id for t in listed.tasks] == [answer.task.id]
 
 
+def test_a_text_alone_is_the_goal_of_a_task_lint_reads(live_url: str, composer_api: dict[str, str]) -> None:
+    sent = send_body([{"text": "Say which of three caching options is cheapest."}],
+                     adapter=scripted(scripts.leaf()))
+    task = rpc(live_url, sent, composer_api).json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    run = httpx.get(f"{live_url}/api/runs/{task['id']}", headers=composer_api).json()
+    assert run["goal"] == "Say which of three caching options is cheapest."
+    assert "OUTPUT_SCHEMA_MISSING" in {finding["code"] for finding in run["findings"]}
+
+
 # -- a person in the loop -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -213,7 +223,7 @@ def runs_written(url: str, headers: dict[str, str]) -> int:
 
 
 @pytest.mark.parametrize(("parts", "metadata", "code", "says"), [
-    ([{"text": "Do something useful."}], {}, -32602, "no usable part"),
+    ([{"text": "   "}], {}, -32602, "no usable part"),
     ([{"url": "https://example.com/a.pdf"}], {}, -32602, "no usable part"),
     ([{"data": {"options": []}}], {"skill": "caching@1.0.0"}, -32602, "options"),
     ([{"data": {"options": ["a"]}}], {"skill": "nosuch@1.0.0"}, -32602, "nosuch"),
