@@ -8,10 +8,13 @@ class DelegationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # the inbox hears of the items runs open (the gate lives below it and cannot call it)
-        from delegations.inbox import webhook
+        # the inbox hears of the items runs open (the gate lives below it and cannot call it):
+        # approval rules decide first, so the webhook calls a person only for what is left
+        from delegations.inbox import rule_decisions, webhook
         from delegations.protocol.adapters.endpoints import use_endpoints
+        from delegations.runs.approval_gate import on_approval_opened
 
+        on_approval_opened(rule_decisions.decide_on_open)
         webhook.listen()
         # the hosted adapters call the operator's endpoints only (read at each construction,
         # so a test's override_settings is seen)

@@ -23,6 +23,7 @@ from delegations.accounts.auth import api_auth
 from delegations.accounts.rate_limits import RateLimited
 from delegations.composer import api as composer_api
 from delegations.inbox import api as inbox_api
+from delegations.inbox import rules_api
 from delegations.mcp_servers import api as mcp_servers_api
 from delegations.models import WorkerHeartbeat
 from delegations.protocol.errors import ProtocolError
@@ -57,6 +58,7 @@ api.add_router("", accounts_api.router)
 api.add_router("/delegations", composer_api.router)
 api.add_router("/runs", runs_api.router)
 api.add_router("/approvals", inbox_api.router)
+api.add_router("/approval-rules", rules_api.router)
 api.add_router("/mcp-servers", mcp_servers_api.router)
 api.add_router("/protocol", runs_api.protocol_router)
 

@@ -1,4 +1,4 @@
-"""Who may do what. Two groups carry the roles; superusers have both."""
+"""Who may do what. Three groups carry the roles; superusers have them all."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from delegations.models.runs import RunQuerySet
 
 COMPOSERS = "composers"
 APPROVERS = "approvers"
+RULE_AUTHORS = "rule_authors"
 
 
 def _in_group(user: Any, group: str) -> bool:
@@ -35,6 +36,12 @@ def can_compose(user: Any) -> bool:
 def can_approve(user: Any) -> bool:
     """Approvers decide inbox items (approvals, clarifications, budget escalations)."""
     return _in_group(user, APPROVERS)
+
+
+def can_write_rules(user: Any) -> bool:
+    """Rule authors write approval rules: a rule is a standing approval, so it is a role of
+    its own (an approver is not one by default)."""
+    return _in_group(user, RULE_AUTHORS)
 
 
 def visible_approvals(user: Any) -> ApprovalQuerySet:

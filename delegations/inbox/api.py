@@ -84,6 +84,10 @@ class ApprovalOut(Schema):
     edited_arguments: dict[str, Any] | None
     always_allow: bool
     budget_limit: dict[str, Any] | None
+    rule: dict[str, Any] | None = Field(
+        description="The approval rule that decided the item (or sent it to two approvers): its "
+                    "id, name, version, effect, the inputs it matched and when.")
+    signed_by: list[str] = Field(description="Who gave the first of two approvals a rule requires.")
 
 
 class LineageNode(Schema):
@@ -133,7 +137,8 @@ def approval_out(approval: Approval) -> dict[str, Any]:
         "time_left_s": left.total_seconds() if left is not None else None,
         "allowed": [decision.value for decision in approval.allowed],
         "decided_at": iso(approval.decided_at),
-        "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+        "decided_by": approval.decider, "rule": approval.rule_audit(),
+        "signed_by": [signoff.user.get_username() for signoff in approval.signoffs.all()],
         "decision": approval.decision or None, "comment": approval.comment,
         "answer": approval.answer, "edited_arguments": approval.edited_arguments,
         "always_allow": approval.always_allow, "budget_limit": approval.budget_limit,
@@ -143,7 +148,8 @@ def approval_out(approval: Approval) -> dict[str, Any]:
 @router.get("", response=ApprovalPageOut, summary="Inbox items")
 def list_approvals(request: HttpRequest, filters: Query[ApprovalFilters]) -> dict[str, Any]:
     """Newest first; filter by status, kind, run (its whole tree) and risk."""
-    items = visible_approvals(request.user).select_related("run", "decided_by")
+    items = (visible_approvals(request.user).select_related("run", "decided_by", "rule_decision")
+             .prefetch_related("signoffs__user"))
     if filters.status:
         items = items.filter(status=filters.status)
     if filters.kind:

@@ -14,6 +14,10 @@ The rules, in the order they are checked:
   it needs (a rejection's comment, an answer, edited arguments valid against the tool's
   schema, a raised budget within the parent's remainder) (422, every problem listed).
 
+Approval rules (``delegations.inbox.rules``) decide through :func:`approval_decide_by_rule`,
+which records as a click does with the rule in the audit; a rule that requires two
+approvers keeps the first approval as a sign-off and lets a different approver decide.
+
 A decision is recorded under a row lock, so of two people deciding at once one wins and
 the other gets 409; the parked run is enqueued again once the decision commits.
 """
@@ -30,7 +34,15 @@ from django.utils import timezone
 
 from delegations.accounts.roles import can_approve
 from delegations.live import feed
-from delegations.models import Approval, Run, RunCheckpoint
+from delegations.models import (
+    Approval,
+    ApprovalRule,
+    ApprovalSignoff,
+    RuleDecision,
+    RuleEffect,
+    Run,
+    RunCheckpoint,
+)
 from delegations.protocol.approvals import (
     ALWAYS_ALLOW_DECISIONS,
     ALWAYS_ALLOW_KINDS,
@@ -67,16 +79,16 @@ def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> RunE
     closed = closed_reason(approval, now)
     if closed is not None:
         return RunError(closed, status=409)
-    if approval.kind == ApprovalKind.CLARIFICATION and _owns_run(user, approval.run):
+    if approval.kind == ApprovalKind.CLARIFICATION and owns_run(user, approval.run):
         return None   # the person who started the run answers its question: an answer grants nothing
     if not can_approve(user):
         return RunError(NOT_AN_APPROVER, status=403)
-    if not settings.HANDOFF_ALLOW_SELF_APPROVAL and _owns_run(user, approval.run):
+    if not settings.HANDOFF_ALLOW_SELF_APPROVAL and owns_run(user, approval.run):
         return RunError(OWN_RUN, status=403)
     return None
 
 
-def _owns_run(user: Any, run: Run) -> bool:
+def owns_run(user: Any, run: Run) -> bool:
     if run.owner_id is not None and run.owner_id == user.pk:
         return True
     if run.root_id is None or run.root_id == run.pk:
@@ -218,6 +230,8 @@ def approval_decide(*, approval: Approval, user: Any, decision: str, comment: st
         with transaction.atomic():
             locked = _locked([approval.pk])[0]
             _refuse_closed(locked)
+            if choice != Decision.REJECT and _first_of_two(locked, user):
+                return locked
             _record(locked, choice, user=user, comment=comment, answer=answer,
                     edited_arguments=edited_arguments, always_allow=always_allow,
                     budget_limit=budget_limit, raised=raised)
@@ -264,6 +278,10 @@ def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision
                     _refuse_closed(item)
                 except RunError as error:
                     raise RunError(f"Item #{item.pk}: {error.message}", status=error.status) from None
+                if decision != Decision.REJECT and RuleDecision.objects.filter(
+                        approval=item, effect=RuleEffect.TWO_APPROVERS).exists():
+                    raise RunError(f"Item #{item.pk} needs two different approvers (a rule says so); "
+                                   f"approve it on its own page.", status=422)
             for item in locked:
                 _record(item, Decision(decision), user=user, comment=comment)
             enqueue_run(root_id)
@@ -272,6 +290,44 @@ def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision
             _expire_if_due(approval)
         raise
     return locked
+
+
+def approval_decide_by_rule(*, approval: Approval, rule: ApprovalRule, matched: dict[str, Any],
+                            resume: bool) -> Approval | None:
+    """Record what ``rule`` decides on ``approval`` as a person's click is recorded, with the
+    rule, its version and what it matched in the audit (:class:`RuleDecision`). ``resume``:
+    enqueue the parked tree (an item waiting already); an item being opened is answered by
+    the gate itself. None when the item closed meanwhile (nothing recorded)."""
+    audit = {"rule": rule, "rule_name": rule.name, "rule_version": rule.version,
+             "effect": rule.effect, "matched": matched}
+    with transaction.atomic():
+        locked = _locked([approval.pk])[0]
+        if closed_reason(locked) is not None or RuleDecision.objects.filter(approval=locked).exists():
+            return None
+        RuleDecision.objects.create(approval=locked, **audit)
+        if rule.effect == RuleEffect.TWO_APPROVERS:
+            return locked
+        choice = Decision.APPROVE if rule.effect == RuleEffect.APPROVE else Decision.REJECT
+        _record(locked, choice, user=None, comment=rule.comment.strip() or rule.label)
+        if resume:
+            enqueue_run(locked.run.root_run_id)
+    return locked
+
+
+def _first_of_two(locked: Approval, user: Any) -> bool:
+    """Whether this approval is only the first of the two a rule requires (then it is kept
+    as a sign-off and the item waits for a different approver); 409 for the same person twice."""
+    audit = RuleDecision.objects.filter(approval=locked, effect=RuleEffect.TWO_APPROVERS).first()
+    if audit is None:
+        return False
+    first = locked.signoffs.select_related("user").first()
+    if first is None:
+        ApprovalSignoff.objects.create(approval=locked, user=user)
+        return True
+    if first.user_id == user.pk:
+        raise RunError(f"You approved this already; {audit.label} requires a second, different "
+                       f"approver.", status=409)
+    return False
 
 
 def _locked(ids: list[int]) -> list[Approval]:

@@ -62,7 +62,7 @@ def deliver(url: str, body: dict[str, Any], *, tries: int, backoff_s: float) -> 
 def notify_opened(approval: Approval) -> None:
     """Send the new item to the webhook in the background (nothing when none is set)."""
     url = settings.HANDOFF_INBOX_WEBHOOK_URL
-    if not url:
+    if not url or approval.is_closed:   # decided by an approval rule as it opened
         return
     thread = threading.Thread(
         target=deliver, args=(url, item_summary(approval)),

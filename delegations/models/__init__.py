@@ -1,3 +1,10 @@
+from .approval_rules import (
+    ApprovalRule,
+    ApprovalRuleVersion,
+    ApprovalSignoff,
+    RuleDecision,
+    RuleEffect,
+)
 from .approvals import Approval
 from .delegations import Delegation, DelegationVersion
 from .events import RunEvent
@@ -7,4 +14,4 @@ from .runs import Run, RunCheckpoint, RunCheckpointPart, RunMessage
 from .tokens import APIToken
 from .workers import WorkerHeartbeat
 
-__all__ = ["APIToken", "Approval", "Delegation", "DelegationVersion", "ImportedRun", "McpServer", "Run", "RunCheckpoint", "RunCheckpointPart", "RunEvent", "RunMessage", "WorkerHeartbeat"]
+__all__ = ["APIToken", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalSignoff", "Delegation", "DelegationVersion", "ImportedRun", "McpServer", "RuleDecision", "RuleEffect", "Run", "RunCheckpoint", "RunCheckpointPart", "RunEvent", "RunMessage", "WorkerHeartbeat"]

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.utils import timezone
 
@@ -145,7 +146,7 @@ class Approval(models.Model):
             return None
         return ApprovalDecision(Decision(self.decision), comment=self.comment, answer=self.answer,
                                 edited_arguments=self.edited_arguments,
-                                decided_by=self.decided_by.get_username() if self.decided_by else "",
+                                decided_by=self.decider or "",
                                 always_allow=self.always_allow, budget_limit=self.budget_limit)
 
     def record(self, decision: Decision, *, user: Any, comment: str = "", answer: str = "",
@@ -166,6 +167,21 @@ class Approval(models.Model):
         self._close(ApprovalStatus.EXPIRED, now)
         self.save(update_fields=["status", "decided_at"])
 
+    @property
+    def decider(self) -> str | None:
+        """Who decided: the person's username, or the approval rule ("rule 'price hosts' v3")."""
+        if self.decided_by is not None:
+            return str(self.decided_by.get_username())
+        audit = self.rule_audit()
+        return f"rule '{audit['name']}' v{audit['version']}" if audit is not None else None
+
+    def rule_audit(self) -> dict[str, Any] | None:
+        """What the approval rule that decided the item (or sent it to two approvers) recorded."""
+        try:
+            return self.rule_decision.as_data()  # type: ignore[attr-defined, no-any-return]
+        except ObjectDoesNotExist:
+            return None
+
     def _close(self, status: ApprovalStatus, now: datetime | None = None) -> None:
         self.status = check_approval_transition(self.status, status)
         self.decided_at = now or timezone.now()
@@ -180,7 +196,7 @@ class Approval(models.Model):
                 "budget_limit": self.budget_limit,
                 "requested_at": _iso(self.requested_at), "expires_at": _iso(self.expires_at),
                 "allowed": [decision.value for decision in self.allowed],
-                "decided_by": self.decided_by.get_username() if self.decided_by is not None else None,
+                "decided_by": self.decider, "rule": self.rule_audit(),
                 "decided_at": _iso(self.decided_at)}
 
 

@@ -46,7 +46,8 @@ class DjangoApprovalGate:
         approval, created = await self.sink.db.call(_open_approval, request)
         if created:
             self.opened.append(approval.pk)
-            await feed.publish(feed.inbox_message("approval.created", approval.as_event_data()))
+            if approval.is_pending:   # not decided by an approval rule as it opened
+                await feed.publish(feed.inbox_message("approval.created", approval.as_event_data()))
         decision = approval.to_decision()
         if decision is not None:
             return decision

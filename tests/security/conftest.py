@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from delegations.models import APIToken, Approval, Delegation, ImportedRun, McpServer, Run
+from delegations.models import (
+    APIToken,
+    Approval,
+    ApprovalRule,
+    Delegation,
+    ImportedRun,
+    McpServer,
+    Run,
+)
 from delegations.runs.export import run_export, run_import
 from tests.conftest import make_user
 from tests.delegations import scripts
@@ -35,13 +43,15 @@ class World:
     tokens: dict[str, str]
     imported: ImportedRun
     mcp_server: McpServer
+    rule: ApprovalRule
 
     def url_kwargs(self) -> dict[str, Any]:
         """What each path parameter of the site names, in this world."""
         return {"run_id": self.run.pk, "approval_id": self.approval.pk,
                 "delegation_id": self.delegation.pk, "node_id": self.child.pk,
                 "token_id": self.token.pk, "name": self.skill.name, "version": self.skill.version,
-                "imported_id": self.imported.pk, "server_id": self.mcp_server.pk}
+                "imported_id": self.imported.pk, "server_id": self.mcp_server.pk,
+                "rule_id": self.rule.pk}
 
 
 def _user(username: str, *groups: str, **extra: Any) -> User:
@@ -73,5 +83,8 @@ def world(db: None) -> World:
     imported = run_import(source=run_export(run), owner=owner)
     mcp_server = McpServer.objects.create(name="sec-tools", url="http://127.0.0.1:9/mcp",
                                           allowed_tools=["forecast"])
+    rule = ApprovalRule.objects.create(name="sec rule", reason="budget items stop here", effect="reject",
+                                       comment="No.", match={"kinds": ["budget"]}, owner=users["superuser"])
     return World(users=users, run=run, approval=approval, delegation=delegation, child=child,
-                 skill=skill, token=token, tokens=tokens, imported=imported, mcp_server=mcp_server)
+                 skill=skill, token=token, tokens=tokens, imported=imported, mcp_server=mcp_server,
+                 rule=rule)

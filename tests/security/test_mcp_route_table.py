@@ -35,6 +35,8 @@ TOOLS = {
     "send_message":                          "401 none none none ok ok",
     # the run's owner answers its question (an answer grants nothing); staff may too
     "answer_clarification":                  "401 none none none ok ok",
+    # one tool per published skill, as start_run of it
+    "run_skill.caching":                     "401 role ok role ok ok",
 }
 # an approval is no question: nobody decides one through a tool, not even its approver
 APPROVAL_THROUGH_THE_ANSWER_TOOL =          "401 none none none kind kind"
@@ -52,6 +54,8 @@ def _arguments(tool: str, world: World, item: Approval) -> dict[str, Any]:
         "cancel_run": {"run_id": run_id},
         "send_message": {"run_id": run_id, "text": "also check the cache size"},
         "answer_clarification": {"item_id": item.pk, "answer": "the EU region"},
+        "run_skill.caching": {"input": {"options": ["a", "b"]}, "adapter": "scripted",
+                              "adapter_config": scripts.leaf()},
     }[tool]
 
 
@@ -88,12 +92,14 @@ def _clarification(world: World) -> Approval:
 
 
 def test_every_tool_has_a_row() -> None:
-    assert set(TOOLS) == set(server._tools), "a tool without a row, or a row without its tool"
+    registered = {*server._tools, "run_skill.caching"}   # and one tool per skill, as this one
+    assert set(TOOLS) == registered, "a tool without a row, or a row without its tool"
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_each_role_gets_the_expected_outcome_from_each_tool(tool: str, world: World) -> None:
     item = _clarification(world)
+    scripts.add_caching_skill()
     actual = row({role: _outcome(world, role, tool, _arguments(tool, world, item)) for role in ROLES})
     assert actual == TOOLS[tool], f"{tool} as {' '.join(ROLES)}"
 

@@ -169,7 +169,19 @@ API = {
     "GET /api/mcp-servers/{server_id}":                 "401 403 403 403 403 200",
     "PUT /api/mcp-servers/{server_id}":                 "401 403 403 403 403 200",
     "DELETE /api/mcp-servers/{server_id}":              "401 403 403 403 403 204",
+    # a rule is a standing approval: approvers read rules, rule authors (and superusers) write
+    # them; a rule author's token is tested in tests/delegations/inbox/test_approval_rules.py
+    "GET /api/approval-rules":                          "401 403 403 200 403 200",
+    "POST /api/approval-rules":                         "401 403 403 403 403 201",
+    "POST /api/approval-rules/simulate":                "401 403 403 200 403 200",
+    "GET /api/approval-rules/{rule_id}":                "401 403 403 200 403 200",
+    "PUT /api/approval-rules/{rule_id}":                "401 403 403 403 403 200",
+    "DELETE /api/approval-rules/{rule_id}":             "401 403 403 403 403 204",
 }
+
+
+_RULE = {"name": "table rule", "reason": "from the table", "effect": "reject", "comment": "No.",
+         "match": {"kinds": ["invalid_result"]}}
 
 
 def _api_request(key: str, world: World) -> tuple[str, Any]:
@@ -194,6 +206,9 @@ def _api_request(key: str, world: World) -> tuple[str, Any]:
         "POST /api/mcp-servers": ("", {"name": "table-tools", "url": "http://127.0.0.1:9/mcp",
                                        "allowed_tools": ["forecast"]}),
         "PUT /api/mcp-servers/{server_id}": ("", {"enabled": False}),
+        "POST /api/approval-rules": ("", _RULE),
+        "POST /api/approval-rules/simulate": ("", {"rule": _RULE}),
+        "PUT /api/approval-rules/{rule_id}": ("", {"reason": "still stops here", "base_version": 1}),
     }
     return requests.get(key, ("", None))
 

@@ -29,7 +29,7 @@ from django_mcpz.legacy import is_legacy_request, legacy_dispatch
 from django_mcpz.server import _validate_name_header
 
 from delegations.accounts.roles import visible_runs
-from delegations.interop.mcp import run_tools, skill_tools
+from delegations.interop.mcp import run_tools, skill_run_tools, skill_tools
 from delegations.interop.mcp.progress import progress_token, wait_with_progress
 from delegations.interop.mcp.server import server
 from skills.models import Skill
@@ -45,6 +45,7 @@ LIST_CACHE = {"ttlMs": 60_000, "cacheScope": "private"}
 READ_CACHE = {"ttlMs": 0, "cacheScope": "private"}
 
 __all__ = ["mcp_view", "run_tools", "server", "skill_tools"]   # importing them registers their tools
+server.listed = skill_run_tools  # a module holding the three functions ListedTools names
 
 
 def _skill_resource(skill: Skill) -> dict[str, Any]:

@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django_mcpz.server import _CACHE_FIELDS, MCPServer, ToolError
+from django_mcpz.jsonrpc import INVALID_PARAMS, error_response
+from django_mcpz.server import (
+    _CACHE_FIELDS,
+    BaseToolError,
+    MCPServer,
+    ToolError,
+    _tool_definition,
+    _tool_result,
+    _validate_name_header,
+)
 
 from delegations.accounts.auth import BearerTokenAuth
 from delegations.accounts.rate_limits import RateLimited
@@ -57,8 +66,47 @@ def _unauthorized(detail: str, *, error: str | None = None) -> HttpResponse:
                         headers={"WWW-Authenticate": challenge})
 
 
+class ListedTools(Protocol):
+    """Tools whose list changes while the server runs (one per published skill)."""
+
+    def definitions(self, request: HttpRequest) -> list[dict[str, Any]]: ...
+    def handles(self, name: str) -> bool: ...
+    def call(self, request: HttpRequest, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
 class HandoffMCPServer(MCPServer):
-    """django-mcpz's server, saying that it serves resources too (endpoint.py answers them)."""
+    """django-mcpz's server, saying that it serves resources too (endpoint.py answers them),
+    and listing and calling ``listed`` tools beside the ones registered with ``tool()``
+    (endpoint.py hands in the per-skill tools, which import this module)."""
+
+    listed: ListedTools | None = None
+
+    def _tools_list(self, request: HttpRequest, request_id: str | int, params: dict[str, Any]) -> HttpResponse:
+        if self.listed is None or params.get("cursor") is not None:
+            return super()._tools_list(request, request_id, params)
+        tools = [_tool_definition(tool, request) for tool in self._tools.values() if tool.permitted(request)]
+        return self._result(request, request_id,
+                            {"tools": tools + self.listed.definitions(request), **_CACHE_FIELDS})
+
+    def _tools_call(self, request: HttpRequest, request_id: str | int, params: dict[str, Any], *,
+                    legacy: bool = False) -> HttpResponse:
+        name = params.get("name")
+        if self.listed is None or not isinstance(name, str) or not self.listed.handles(name):
+            return super()._tools_call(request, request_id, params, legacy=legacy)
+        refused = None if legacy else _validate_name_header(request, request_id, name)
+        if refused is not None:
+            return refused
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            return error_response(request_id, INVALID_PARAMS, "arguments must be an object")
+        try:
+            output = self.listed.call(request, name, arguments)
+        except BaseToolError as exc:
+            return self._tool_error(request, request_id, str(exc))
+        except Exception:   # as django-mcpz answers a registered tool that raises
+            audit.exception("Tool %r raised an exception", name)
+            return self._tool_error(request, request_id, f"Tool {name!r} failed unexpectedly.")
+        return self._result(request, request_id, _tool_result(output))
 
     def _discover(self, request: HttpRequest, request_id: str | int) -> HttpResponse:
         result: dict[str, Any] = {"supportedVersions": self.supported_versions,

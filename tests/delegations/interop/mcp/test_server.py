@@ -306,3 +306,21 @@ def test_a_client_runs_a_built_in_skill_on_the_default_local_model(site: dict[st
     else:   # a wrong answer is never a success: it waits in the inbox or fails, saying why
         assert ended["state"] in ("AWAITING_APPROVAL", "FAILED"), ended
         assert ended["waiting_for_a_person"] or ended["error"]
+
+
+def test_each_skill_is_a_tool_whose_hints_follow_what_its_runs_may_do(site: dict[str, Any]) -> None:
+    async def job(client: Any) -> Any:
+        return await client.list_tools()
+    tools = {t.name: t for t in call(site["url"], site["composer"], job).tools}
+    sentiment, cleanup = tools["run_skill.review-sentiment"], tools["run_skill.workspace-cleanup"]
+    research = tools["run_skill.price-research"]   # the latest: 1.3.0 reads the quote it is given
+    assert (sentiment.annotations.read_only_hint, sentiment.annotations.open_world_hint) == (True, False)
+    assert (cleanup.annotations.destructive_hint, cleanup.annotations.read_only_hint) == (True, False)
+    assert research.annotations.open_world_hint is False
+    assert sentiment.input_schema["properties"]["input"]["required"] == ["review"]
+    assert "waits for a person's approval" in cleanup.description
+    started = structured(tool(site["url"], site["composer"], "run_skill.review-sentiment", {
+        "input": REVIEW, "adapter": "scripted", "adapter_config": scripts.leaf(SENTIMENT)}))
+    assert started["skill"] == "review-sentiment@1.1.0"
+    refused = tool(site["url"], site["composer"], "run_skill.review-sentiment", {"input": {"stars": 5}})
+    assert refused.is_error and "review" in text(refused)

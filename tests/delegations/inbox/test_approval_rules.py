@@ -1,0 +1,372 @@
+"""Approval rules deciding inbox items: as an item opens and for the items waiting, reject
+before approve, two approvers, never beyond the run's token, the rule author's own runs,
+expiry, the audit, saving with versions and bad input."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from delegations.inbox.decisions import approval_decide
+from delegations.inbox.rule_decisions import (
+    decide_by_rules,
+    item_facts,
+    rules_apply_to_waiting,
+    widening_refusal,
+)
+from delegations.inbox.rule_store import RuleRefusal, rule_save, rule_simulate
+from delegations.inbox.rules import ItemFacts, matched_inputs
+from delegations.models import Approval, ApprovalRule, Run
+from delegations.protocol.approvals import Decision
+from delegations.runs.workflows import RunError, run_create
+from tests.conftest import bearer, make_user
+from tests.delegations import scripts
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+DELETE_UNDER_WORKSPACE = {"kinds": ["capability"], "capabilities": ["file_delete"], "tools": ["delete_file"],
+                          "arguments": [{"name": "path", "op": "under", "value": "."}]}
+
+
+@pytest.fixture
+def author(django_user_model: Any) -> Any:
+    """An approver who also writes rules."""
+    return make_user(django_user_model, "rita", "approvers", "rule_authors", password=None)
+
+
+@pytest.fixture
+def second_approver(django_user_model: Any) -> Any:
+    return make_user(django_user_model, "bob", "approvers", password=None)
+
+
+def a_rule(author: Any, effect: str = "approve", match: dict[str, Any] | None = None, **fields: Any) -> ApprovalRule:
+    data = {"name": f"{effect} deletes", "reason": "stale files are routine", "effect": effect,
+            "match": DELETE_UNDER_WORKSPACE if match is None else match, **fields}
+    if effect == "reject":
+        data.setdefault("comment", "Never delete files here.")
+    return rule_save(rule=None, data=data, user=author)[0]
+
+
+def deleting_run(owner: Any) -> Run:
+    return run_create(packet=scripts.approval_packet(), adapter="scripted", config=scripts.needs_approval(),
+                      owner=owner)
+
+
+def only_item(run: Run) -> Approval:
+    return Approval.objects.select_related("run", "decided_by").get(run_id=run.pk)
+
+
+def test_an_approve_rule_decides_the_item_as_it_opens_and_the_run_goes_on(author, composer, immediate_tasks):
+    rule = a_rule(author)
+    run = deleting_run(composer)
+    run.refresh_from_db()
+    item = only_item(run)
+    assert item.status == "approved" and item.decided_by is None
+    assert item.decider == f"rule '{rule.name}' v1"
+    audit = item.rule_audit()
+    assert audit["rule_id"] == rule.pk and audit["version"] == 1
+    assert audit["matched"]["tool"] == "delete_file" and audit["matched"]["arguments"] == {"path": "stale.txt"}
+    assert run.state == "COMPLETE", run.error
+    decided = [e.data for e in run.events.filter(type="approval") if "decision" in e.data]
+    assert decided[0]["decided_by"] == "rule 'approve deletes' v1"
+
+
+# -- items made directly, for what no scripted run asks -------------------------------------
+
+def a_run(owner: Any, *, capabilities: list[str] | None = None, skill: str = "", parent: Run | None = None,
+          budget: dict[str, Any] | None = None, usage: dict[str, Any] | None = None) -> Run:
+    root = parent.root if parent is not None and parent.root is not None else parent
+    return Run.objects.create(owner=owner, adapter_name="scripted", capabilities=capabilities or [],
+                              skill=skill, parent=parent, root=root, depth=parent.depth + 1 if parent else 0,
+                              budget=budget or {}, usage=usage or {}, state="AWAITING_APPROVAL")
+
+
+def an_item(run: Run, kind: str = "capability", **payload: Any) -> Approval:
+    return Approval.objects.create(run=run, key=f"{run.pk}:{kind}:{Approval.objects.count()}", kind=kind,
+                                   title=f"{kind} item", payload=payload)
+
+
+def price_fetch(run: Run, url: str = "https://prices.example.com/eur") -> Approval:
+    return an_item(run, tool="http_get", capability="network_outbound", arguments={"url": url})
+
+
+def facts(**fields: Any) -> ItemFacts:
+    return ItemFacts(**{"kind": "capability", "capability": "network_outbound", "tool": "http_get",
+                        "arguments": {"url": "https://api.prices.example.com/eur", "amount": 0.004,
+                                      "path": "reports/q3/summary.csv"},
+                        "skill": "price-check", "skill_version": "1.4.0", "owner": "carol",
+                        "groups": frozenset({"finance"}), "depth": 1, "root_skill": "coordinator",
+                        "budget_left": {"max_cost_usd": 0.8}, **fields})
+
+
+@pytest.mark.parametrize(("match", "expected"), [
+    ({"kinds": ["capability"]}, True), ({"kinds": ["budget"]}, False),
+    ({"capabilities": ["network_outbound"]}, True), ({"capabilities": ["file_delete"]}, False),
+    ({"tools": ["http_get"]}, True), ({"tools": ["read_file"]}, False),
+    ({"arguments": [{"name": "url", "op": "host", "value": "*.example.com"}]}, True),
+    ({"arguments": [{"name": "url", "op": "host", "value": "prices.example.com"}]}, False),
+    ({"arguments": [{"name": "url", "op": "host", "value": "api.prices.example.com"}]}, True),
+    ({"arguments": [{"name": "path", "op": "under", "value": "reports"}]}, True),
+    ({"arguments": [{"name": "path", "op": "under", "value": "report"}]}, False),
+    ({"arguments": [{"name": "amount", "op": "range", "max": 0.01}]}, True),
+    ({"arguments": [{"name": "amount", "op": "range", "min": 0.005}]}, False),
+    ({"arguments": [{"name": "amount", "op": "equals", "value": 0.004}]}, True),
+    ({"arguments": [{"name": "missing", "op": "equals", "value": 1}]}, False),
+    ({"skill": {"name": "price-check"}}, True), ({"skill": {"name": "price-check", "versions": ">=1.2,<2"}}, True),
+    ({"skill": {"name": "price-check", "versions": ">=2"}}, False), ({"skill": {"name": "other"}}, False),
+    ({"owners": ["carol"]}, True), ({"owners": ["dave"]}, False),
+    ({"groups": ["finance"]}, True), ({"groups": ["ops"]}, False),
+    ({"depth": {"min": 1, "max": 2}}, True), ({"depth": {"max": 0}}, False),
+    ({"root_skill": "coordinator"}, True), ({"root_skill": "other"}, False),
+    ({"budget_left": {"axis": "max_cost_usd", "min": 0.5}}, True),
+    ({"budget_left": {"axis": "max_cost_usd", "min": 0.9}}, False),
+])
+def test_each_matcher_matches_what_it_says_and_nothing_else(match, expected):
+    assert (matched_inputs(match, facts()) is not None) is expected
+
+
+def test_a_path_that_climbs_out_of_the_folder_does_not_match_and_a_host_needs_a_web_url():
+    under = {"arguments": [{"name": "path", "op": "under", "value": "reports"}]}
+    assert matched_inputs(under, facts(arguments={"path": "reports/../secrets.txt"})) is None
+    assert matched_inputs(under, facts(arguments={"path": "../reports/x"})) is None
+    host = {"arguments": [{"name": "url", "op": "host", "value": "prices.example.com"}]}
+    assert matched_inputs(host, facts(arguments={"url": "file://prices.example.com/x"})) is None
+    assert matched_inputs(host, facts(arguments={"url": "https://prices.example.com.evil.io/"})) is None
+
+
+def test_every_kind_a_rule_may_decide_is_matched_by_kind():
+    for kind in ("capability", "capability_request", "budget", "invalid_result"):
+        assert matched_inputs({"kinds": [kind]}, facts(kind=kind)) == {"kind": kind}
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+def test_a_rule_that_cannot_match_is_refused_with_each_error_on_its_field(author):
+    with pytest.raises(RuleRefusal) as caught:
+        rule_save(rule=None, user=author, data={"name": "broken", "reason": "x", "effect": "approve", "match": {
+            "capabilities": ["teleport"], "arguments": [{"name": "url", "op": "host", "value": "https://x.com/a"}],
+            "skill": {"name": "price-check", "versions": "one point two"}, "colour": "red"}})
+    errors = caught.value.details["errors"]
+    assert caught.value.status == 422
+    assert "teleport" in errors["match.capabilities"][0]
+    assert "not a host pattern" in errors["match.arguments[0].value"][0]
+    assert "not a version range" in errors["match.skill.versions"][0]
+    assert "Unknown matcher" in errors["match.colour"][0]
+    assert not ApprovalRule.objects.exists()
+
+
+def test_an_everything_rule_needs_its_confirmation_and_a_reject_rule_its_comment(author):
+    everything = {"name": "all", "reason": "x", "effect": "approve", "match": {"capabilities": ["file_delete"]}}
+    with pytest.raises(RuleRefusal) as caught:
+        rule_save(rule=None, user=author, data=everything)
+    assert "confirm 'everything'" in caught.value.details["errors"]["matches_everything"][0]
+    rule, _ = rule_save(rule=None, user=author, data={**everything, "matches_everything": True})
+    assert rule.matches_everything
+    with pytest.raises(RuleRefusal) as caught:
+        rule_save(rule=None, user=author, data={"name": "no", "reason": "x", "effect": "reject", "match": {}})
+    assert "comment" in caught.value.details["errors"]
+
+
+def test_only_rule_authors_write_rules(approver):
+    with pytest.raises(RuleRefusal) as caught:
+        a_rule(approver)
+    assert caught.value.status == 403 and "rule author" in caught.value.message
+
+
+def test_a_save_based_on_an_older_version_is_refused_with_the_diff(author, django_user_model):
+    rule = a_rule(author)
+    other = make_user(django_user_model, "ruth", "approvers", "rule_authors", password=None)
+    rule_save(rule=rule, data={"reason": "changed by ruth"}, user=other, base_version=1)
+    with pytest.raises(RuleRefusal) as caught:
+        rule_save(rule=rule, data={"name": "mine"}, user=author, base_version=1)
+    assert caught.value.status == 409 and "ruth saved this rule" in caught.value.message
+    assert '+  "reason": "changed by ruth"' in caught.value.details["diff"]
+    rule.refresh_from_db()
+    assert rule.version == 2 and rule.name == "approve deletes"
+    assert [v.number for v in rule.versions.all()] == [1, 2]
+
+
+# -- deciding -----------------------------------------------------------------------------------
+
+def test_a_reject_rule_wins_over_an_approve_rule_and_the_run_reads_its_comment(author, composer, immediate_tasks):
+    a_rule(author)
+    blocking = a_rule(author, "reject", name="no deletes on fridays")
+    run = deleting_run(composer)
+    item = only_item(run)
+    assert item.status == "rejected" and item.comment == "Never delete files here."
+    assert item.rule_audit()["rule_id"] == blocking.pk
+
+
+def test_the_first_rule_of_equal_effect_is_named_in_the_audit(author, composer, immediate_tasks):
+    first = a_rule(author, name="first")
+    a_rule(author, name="second")
+    item = only_item(deleting_run(composer))
+    assert item.rule_audit()["name"] == "first" and item.rule_audit()["rule_id"] == first.pk
+
+
+def test_two_approver_rule_keeps_the_item_until_a_second_different_approver(
+        author, composer, approver, second_approver, immediate_tasks):
+    a_rule(author, "two_approvers", name="deletes need two")
+    run = deleting_run(composer)
+    item = only_item(run)
+    assert item.is_pending and item.rule_audit()["effect"] == "two_approvers"
+    approval_decide(approval=item, user=approver, decision="approve")
+    item = only_item(run)
+    assert item.is_pending and [s.user for s in item.signoffs.all()] == [approver]
+    with pytest.raises(RunError) as caught:
+        approval_decide(approval=item, user=approver, decision="approve")
+    assert caught.value.status == 409 and "second, different approver" in caught.value.message
+    approval_decide(approval=item, user=second_approver, decision="approve")
+    run.refresh_from_db()
+    assert only_item(run).decided_by == second_approver
+    assert run.state == "COMPLETE", run.error
+
+
+def test_a_rule_never_approves_beyond_the_runs_token_or_budget(author, composer):
+    rule = a_rule(author, match={"capabilities": ["network_outbound"],
+                                 "arguments": [{"name": "url", "op": "host", "value": "prices.example.com"}]})
+    outside_token = price_fetch(a_run(composer, capabilities=["fs_read"]))
+    assert "not in the run's capability token" in widening_refusal(outside_token, item_facts(outside_token))
+    assert not decide_by_rules(outside_token, resume=False)
+    asks_for_more = an_item(a_run(composer, capabilities=["fs_read"]), "capability_request",
+                            capability="network_outbound")
+    rule_save(rule=rule, base_version=1, user=author, data={"match": {"kinds": ["capability_request"]},
+                                                            "matches_everything": True})
+    assert not decide_by_rules(asks_for_more, resume=False)
+    parent = a_run(composer, budget={"max_cost_usd": 1.0}, usage={"cost_usd": 1.0})
+    spent = an_item(a_run(composer, parent=parent, budget={"max_cost_usd": 0.5}), "budget",
+                    axis="max_cost_usd")
+    rule_save(rule=rule, base_version=2, user=author, data={"match": {"kinds": ["budget"]}})
+    assert "no max_cost_usd left" in widening_refusal(spent, item_facts(spent))
+    assert not decide_by_rules(spent, resume=False)
+    for item in (outside_token, asks_for_more, spent):
+        item.refresh_from_db()
+        assert item.is_pending and item.rule_audit() is None
+
+
+def test_a_rule_does_not_decide_the_items_of_its_authors_own_runs(author, settings, immediate_tasks):
+    a_rule(author)
+    item = only_item(deleting_run(author))
+    assert item.is_pending and item.rule_audit() is None
+    settings.HANDOFF_ALLOW_SELF_APPROVAL = True
+    assert rules_apply_to_waiting() == [item.pk]
+
+
+def test_an_expired_or_disabled_rule_decides_nothing(author, composer, immediate_tasks):
+    a_rule(author, expires_at=(timezone.now() - timedelta(minutes=1)).isoformat())
+    a_rule(author, enabled=False)
+    assert only_item(deleting_run(composer)).is_pending
+
+
+def test_a_new_rule_decides_the_waiting_items_resumes_their_runs_and_tells_the_inbox(
+        author, composer, immediate_tasks, monkeypatch):
+    from delegations.live import feed
+    notices: list[Any] = []
+    monkeypatch.setattr(feed, "publish_sync", notices.extend)
+    run = deleting_run(composer)
+    assert only_item(run).is_pending
+    a_rule(author)
+    run.refresh_from_db()
+    assert only_item(run).status == "approved" and run.state == "COMPLETE"
+    decided = [message for _, message in notices if message.get("event") == "approval.decided"]
+    assert decided and decided[0]["approval"]["rule"]["name"] == "approve deletes"
+
+
+def test_revoking_a_rule_leaves_what_it_decided(author, composer, immediate_tasks):
+    rule = a_rule(author)
+    item = only_item(deleting_run(composer))
+    rule.delete()
+    item.refresh_from_db()
+    assert item.status == "approved" and item.decider == "rule 'approve deletes' v1"
+
+
+# -- simulation -------------------------------------------------------------------------------
+
+def decided_fixture(owner: Any, person: Any) -> dict[str, Approval]:
+    """Four items people decided: two price fetches approved, one from another host
+    rejected, one from the price host rejected (the one a rule would get wrong)."""
+    run = a_run(owner, capabilities=["network_outbound"], skill="price-check@1.4.0")
+    items = {"approved_1": price_fetch(run), "approved_2": price_fetch(run, "https://prices.example.com/usd"),
+             "other_host": price_fetch(run, "https://evil.example.net/"),
+             "rejected_price": price_fetch(run, "https://prices.example.com/admin")}
+    for name, item in items.items():
+        if name.startswith("approved"):
+            item.record(Decision.APPROVE, user=person)
+        else:
+            item.record(Decision.REJECT, user=person, comment="not that one")
+    return items
+
+
+PRICE_HOST = {"capabilities": ["network_outbound"], "tools": ["http_get"],
+              "arguments": [{"name": "url", "op": "host", "value": "prices.example.com"}]}
+
+
+def test_simulation_counts_what_a_rule_would_have_done_and_lists_each_disagreement(composer, approver):
+    items = decided_fixture(composer, approver)
+    draft = ApprovalRule(name="price hosts", match=PRICE_HOST, effect="approve")
+    result = rule_simulate(rule=draft)
+    assert (result.looked_at, result.approved, result.rejected) == (4, 3, 0)
+    assert [d["id"] for d in result.disagreements] == [items["rejected_price"].pk]
+    assert result.disagreements[0]["url"] == f"/inbox/{items['rejected_price'].pk}/item/"
+    assert result.disagreements[0]["person"] == "reject" and result.approves_what_a_person_rejected
+    reject = rule_simulate(rule=ApprovalRule(name="no", match={"arguments": [
+        {"name": "url", "op": "host", "value": "*.example.net"}]}, effect="reject", comment="no"))
+    assert (reject.approved, reject.rejected, reject.disagreements) == (0, 1, [])
+    assert rule_simulate(rule=draft, window=2).looked_at == 2
+
+
+def test_a_rule_that_would_have_approved_what_a_person_rejected_needs_a_confirmation(author, composer, approver):
+    decided_fixture(composer, approver)
+    data = {"name": "price hosts", "reason": "read-only prices", "effect": "approve", "match": PRICE_HOST}
+    with pytest.raises(RuleRefusal) as caught:
+        rule_save(rule=None, data=data, user=author)
+    assert "a person rejected" in caught.value.message
+    assert caught.value.details["simulation"]["approves_what_a_person_rejected"]
+    rule, simulation = rule_save(rule=None, data=data, user=author, confirm_disagreements=True)
+    assert rule.pk and simulation.approved == 3
+
+
+# -- the API ------------------------------------------------------------------------------------
+
+def test_rules_through_the_api_with_versions_simulation_and_the_item_audit(
+        client, author, composer, approver, immediate_tasks):
+    headers = bearer(author)
+    body = {"name": "stale deletes", "reason": "routine", "effect": "approve", "match": DELETE_UNDER_WORKSPACE}
+    created = client.post("/api/approval-rules", body, content_type="application/json", headers=headers)
+    assert created.status_code == 201, created.content
+    rule_id = created.json()["rule"]["id"]
+    assert created.json()["simulation"]["window"] == 200
+    changed = client.put(f"/api/approval-rules/{rule_id}", {"reason": "still routine", "base_version": 1},
+                         content_type="application/json", headers=headers)
+    assert changed.status_code == 200 and changed.json()["rule"]["version"] == 2
+    stale = client.put(f"/api/approval-rules/{rule_id}", {"name": "x", "base_version": 1},
+                       content_type="application/json", headers=headers)
+    assert stale.status_code == 409 and "still routine" in stale.json()["diff"]
+    detail = client.get(f"/api/approval-rules/{rule_id}", headers=bearer(approver)).json()
+    assert [v["number"] for v in detail["versions"]] == [1, 2]
+    item = only_item(deleting_run(composer))
+    shown = client.get(f"/api/approvals/{item.pk}", headers=bearer(approver)).json()
+    assert shown["decided_by"] == "rule 'stale deletes' v2" and shown["rule"]["version"] == 2
+    assert shown["rule"]["matched"]["tool"] == "delete_file"
+    simulated = client.post("/api/approval-rules/simulate", {"rule": body, "window": 50},
+                            content_type="application/json", headers=headers)
+    assert simulated.status_code == 200 and simulated.json()["window"] == 50
+    assert client.delete(f"/api/approval-rules/{rule_id}", headers=headers).status_code == 204
+
+
+def test_the_api_refuses_bad_rules_field_by_field_and_people_without_the_role(client, author, composer, approver):
+    bad = {"name": "bad", "reason": "x", "effect": "approve",
+           "match": {"arguments": [{"name": "url", "op": "host", "value": "not a host"}]}}
+    refused = client.post("/api/approval-rules", bad, content_type="application/json", headers=bearer(author))
+    assert refused.status_code == 422
+    assert "match.arguments[0].value" in refused.json()["errors"]
+    ok = {**bad, "match": DELETE_UNDER_WORKSPACE}
+    assert client.post("/api/approval-rules", ok, content_type="application/json",
+                       headers=bearer(approver)).status_code == 403
+    assert client.get("/api/approval-rules", headers=bearer(composer)).status_code == 403
+    simulated = client.post("/api/approval-rules/simulate", {"rule": bad}, content_type="application/json",
+                            headers=bearer(approver))
+    assert simulated.status_code == 422 and "match.arguments[0].value" in simulated.json()["errors"]
