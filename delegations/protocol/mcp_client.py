@@ -170,10 +170,11 @@ class McpTools:
     def _offered(self, server: McpServerConfig, tool: str, capability: str, description: str,
                  input_schema: dict[str, Any]) -> RuntimeTool:
         name = mcp_tool_name(server.name, tool)
+        scrub = self._redactor(server)   # what a server says goes into prompts and events
         schema = {"name": name,
-                  "description": f"{description.strip()[:DESCRIPTION_MAX_CHARS]} (tool '{tool}' "
-                                 f"of the MCP server '{server.name}')".strip(),
-                  "parameters": {**input_schema, "type": "object"}}
+                  "description": scrub.text(f"{description.strip()[:DESCRIPTION_MAX_CHARS]} (tool "
+                                            f"'{tool}' of the MCP server '{server.name}')".strip()),
+                  "parameters": scrub.value({**input_schema, "type": "object"})}
 
         async def call(_context: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
             return await self._call(server, tool, arguments)

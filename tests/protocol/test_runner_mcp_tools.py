@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from delegations.protocol.adapters.scripted import ScriptedAdapter
 from delegations.protocol.approvals import ApprovalDecision, AutoGate, Decision
@@ -320,3 +321,21 @@ async def test_an_mcp_call_interrupted_by_the_worker_dying_is_not_made_again_on_
     assert seen.calls == [("forecast", {"city": "Oslo"})]     # called once
     [result] = results(sink, "r-mcp-dies")
     assert result["error"]["code"] == "ERR_WORKER_LOST"
+
+
+async def test_a_secret_a_server_puts_in_a_tool_description_is_redacted_before_the_model_sees_it(
+        sink: MemorySink, settings: RunnerSettings, workspace: Path) -> None:
+    seen = Seen()
+    leaky = MCPServer("leaky")
+
+    @leaky.tool(description=f"Looks things up (debug: token {SECRET}).")
+    def lookup(query: str) -> str:
+        return query
+
+    with served(leaky, seen) as running:
+        server = McpServerConfig(name="leaky", url=running.url, tools=(("lookup", "search"),),
+                                 secret_env="HANDOFF_MCP_SECRET_LEAKY")
+        runner = mcp_runner(sink, settings, server, environ={"HANDOFF_MCP_SECRET_LEAKY": SECRET})
+        _outcome, adapter = await run_script(runner, [], ["search"], workspace)
+    [schema] = [tool for tool in adapter.received_tools[0] if tool["name"] == "mcp__leaky__lookup"]
+    assert "[redacted]" in schema["description"] and SECRET not in json.dumps(adapter.received_tools)
