@@ -22,7 +22,7 @@ from delegations.models import APIToken
 
 def account(request: AuthedRequest) -> HttpResponse:
     tokens = APIToken.objects.filter(user=request.user)
-    return render(request, "delegations/account.html", {
+    return render(request, "delegations/accounts/account.html", {
         "tokens": tokens,
         "roles": [name for name, has in (("composer", can_compose(request.user)),
                                          ("approver", can_approve(request.user))) if has],
@@ -37,7 +37,7 @@ def token_create(request: AuthedRequest) -> HttpResponse:
         return redirect("delegations:account")
     token, raw = APIToken.issue(user=request.user, name=name)
     # Shown once: only the digest is stored.
-    return render(request, "delegations/account.html", {
+    return render(request, "delegations/accounts/account.html", {
         "tokens": APIToken.objects.filter(user=request.user),
         "new_token": raw, "new_token_row": token,
         "roles": [],

@@ -176,7 +176,7 @@ def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected
         "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
         "remove_id": None, "htmx_swap": bool(request.htmx), **state,  # type: ignore[attr-defined]
     }
-    template = "delegations/tree.html#tree" if request.htmx else "delegations/tree.html"  # type: ignore[attr-defined]
+    template = "delegations/composer/tree.html#tree" if request.htmx else "delegations/composer/tree.html"  # type: ignore[attr-defined]
     return render(request, template, context, status=status)
 
 

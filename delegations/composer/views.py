@@ -118,7 +118,7 @@ def _listed(request: HttpRequest) -> tuple[QuerySet[Delegation], dict[str, str]]
 def delegation_list(request: HttpRequest) -> HttpResponse:
     rows, filters = _listed(request)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "delegations/delegation_list.html", {
+    return render(request, "delegations/composer/delegation_list.html", {
         "page": page, "filters": filters, "filtered": bool(filters["q"] or filters["template"]),
         "can_compose": can_compose(request.user), "sees_others": request.user.is_superuser,
     })
@@ -145,7 +145,7 @@ def delegation_new(request: HttpRequest) -> HttpResponse:
 def _start_page(request: HttpRequest) -> HttpResponse:
     templates = (Delegation.objects.visible_to(request.user).filter(template=True)
                  .annotate(uses=Count("copies")).order_by("name"))
-    return render(request, "delegations/composer_start.html", {
+    return render(request, "delegations/composer/start.html", {
         "starters": STARTERS, "templates": templates,
         "skills": Skill.objects.latest_versions().order_by("name")[:50],
         "roles": [(name, ROLE_SUMMARIES[name]) for name in SUBAGENT_TYPES]})
@@ -206,7 +206,7 @@ def delegation_lint(request: HttpRequest) -> HttpResponse:
     delegation = _get_delegation_for_user(request, int(delegation_id)) if delegation_id.isdigit() else None
     form = ComposerForm(request.POST, skill=_skill_named(request.POST.get("skill", "")),
                         parent=_parent_scope(delegation))
-    return render(request, "delegations/_lint_panel.html", _panel_context(form, _lint(form, delegation)))
+    return render(request, "delegations/composer/_lint_panel.html", _panel_context(form, _lint(form, delegation)))
 
 
 def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpResponse:
@@ -336,10 +336,10 @@ def delegation_fill(request: HttpRequest) -> HttpResponse:
     delegation = _get_delegation_for_user(request, int(delegation_id)) if delegation_id.isdigit() else None
     import_form, packet, problems = _read_import(request)
     if packet is None:
-        return render(request, "delegations/composer.html#json_problems",
+        return render(request, "delegations/composer/composer.html#json_problems",
                       {"import_form": import_form, "import_problems": problems}, status=422)
     return _render(request, _filled_form(request, packet, delegation), delegation=delegation, packet=packet,
-                   adapter_form=AdapterForm(request.POST), template="delegations/composer.html#composer_form")
+                   adapter_form=AdapterForm(request.POST), template="delegations/composer/composer.html#composer_form")
 
 
 # -- a dry run of one node ------------------------------------------------------------------
@@ -463,7 +463,7 @@ def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] 
             delegation: Delegation | None = None, stale: StaleSave | None = None,
             import_form: ImportForm | None = None, import_problems: list[dict[str, str]] | None = None,
             dry_run_form: DryRunForm | None = None, status: int = 200,
-            template: str = "delegations/composer.html") -> HttpResponse:
+            template: str = "delegations/composer/composer.html") -> HttpResponse:
     if report is None:
         report = _unbound_report(form, packet or {}, delegation)
     if delegation is not None and dry_run_form is None:

@@ -108,7 +108,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "query": _query_without_page(request), "can_approve": can_approve(request.user),
         "recent": _recent(request), "recent_shown": RECENT_SHOWN, "hx": True,
     }
-    template = "delegations/inbox.html#pending" if request.htmx else "delegations/inbox.html"  # type: ignore[attr-defined]
+    template = "delegations/inbox/inbox.html#pending" if request.htmx else "delegations/inbox/inbox.html"  # type: ignore[attr-defined]
     return render(request, template, context)
 
 
@@ -121,7 +121,7 @@ def inbox_item(request: HttpRequest, approval_id: int) -> HttpResponse:
     if approval is None:
         return HttpResponse(status=204)
     groups = _grouped(decision_items(request.user, [approval]))
-    return render(request, "delegations/inbox.html#group",
+    return render(request, "delegations/inbox/inbox.html#group",
                   {"group": groups[0], "hx": True, "can_approve": can_approve(request.user)})
 
 
@@ -137,7 +137,7 @@ def inbox_history(request: HttpRequest) -> HttpResponse:
                              | Q(answer__icontains=text) | Q(run__label__icontains=text)
                              | Q(decided_by__username__icontains=text) | Q(run__id__startswith=text))
     page = _page(request, items)
-    return render(request, "delegations/inbox_history.html",
+    return render(request, "delegations/inbox/history.html",
                   {"page": page, "q": text, "query": _query_without_page(request)})
 
 
@@ -169,8 +169,8 @@ def _edit_confirmation(request: HttpRequest, item: dict[str, Any], arguments: di
     context = {"item": item, "approval": approval, "preview": preview, "back_to": back_to,
                "decide_url": decide_url, "hx": bool(request.htmx)}  # type: ignore[attr-defined]
     if request.htmx:  # type: ignore[attr-defined]
-        return render(request, "delegations/_decide_forms.html#edit_preview", context)
-    return render(request, "delegations/inbox_edit.html", context)
+        return render(request, "delegations/inbox/_decide_forms.html#edit_preview", context)
+    return render(request, "delegations/inbox/edit.html", context)
 
 
 def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_url: str,
@@ -212,11 +212,11 @@ def _decided(request: HttpRequest, approval: Approval, *, back_to: str, notice: 
         return redirect(back_to)
     fresh = _get_approval_for_user(request, approval.pk)
     item = decision_items(request.user, [fresh])[0]
-    swapped = render_to_string("delegations/inbox.html#item",
+    swapped = render_to_string("delegations/inbox/inbox.html#item",
                                {"item": item, "notice": notice, "error": error, "hx": True,
                                 "can_approve": can_approve(request.user)}, request)
     if not error:   # "Recently decided" lists it at once, beside the item's own update
-        swapped += render_to_string("delegations/inbox.html#recent", {
+        swapped += render_to_string("delegations/inbox/inbox.html#recent", {
             "recent": _recent(request), "recent_shown": RECENT_SHOWN, "oob": True}, request)
     return HttpResponse(swapped)
 

@@ -133,7 +133,7 @@ def _side(run: Run, tool_calls: int) -> dict[str, Any]:
 
 
 def _diff_view(name: str, lines: list[dict[str, str]]) -> dict[str, Any] | None:
-    """Diff lines as run pages draw an edited file (see run_detail.html's ``diff``)."""
+    """Diff lines as run pages draw an edited file (see templates/delegations/runs/_diff.html)."""
     if not lines:
         return None
     return {"path": name, "lines": lines,
@@ -237,13 +237,13 @@ def run_compare(request: HttpRequest, run_id: str) -> HttpResponse:
                                       request.GET.get("with", "").strip()) if value not in ("", run.pk)), "")
     if len(chain) < 2 and not asked:
         context["note"] = ONLY_ONE
-        return render(request, "delegations/run_compare.html", context)
+        return render(request, "delegations/runs/compare.html", context)
     pair = _pair(run, chain, request.GET) if len(chain) > 1 else _refusal(chain, asked)
     if isinstance(pair, str):
         if len(chain) > 1:
             older, newer = sorted((run, _default_other(run, chain)), key=chain.index)
             context.update(picked_base=older.pk, picked_with=newer.pk)
         context["refusal"] = pair
-        return render(request, "delegations/run_compare.html", context, status=400)
+        return render(request, "delegations/runs/compare.html", context, status=400)
     context.update(comparison(*pair), picked_base=pair[0].pk, picked_with=pair[1].pk)
-    return render(request, "delegations/run_compare.html", context)
+    return render(request, "delegations/runs/compare.html", context)

@@ -63,7 +63,7 @@ def run_import_view(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Imported “{imported.label}”. It is read-only, and only "
                                       "you (and staff) can see it.")
             return redirect(imported)
-    return render(request, "delegations/run_import.html", {
+    return render(request, "delegations/runs/import.html", {
         "form": form, "problems": problems, "limit_bytes": import_limit(),
         "recent": ImportedRun.objects.filter(owner_id=request.user.pk)[:RECENT_IMPORTS],
     }, status=422 if request.method == "POST" else 200)
@@ -136,7 +136,7 @@ def run_imported(request: HttpRequest, imported_id: int) -> HttpResponse:
     timeline_events = [event for event in export.events if event.type != EventType.TEXT
                        and (selected is None or event.run_id == selected.id)]
     page = Paginator(timeline_events, TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "delegations/run_imported.html", {
+    return render(request, "delegations/runs/imported.html", {
         "imported": imported, "export": export, "record": shown, "selected": selected,
         "tree": _tree(export, selected.id if selected else None, Counter(
             event.run_id for event in export.events if event.type != EventType.TEXT)),

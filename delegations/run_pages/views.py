@@ -90,11 +90,11 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "poll_url": list_url,
     }
     if request.htmx and not request.htmx.boosted:  # type: ignore[attr-defined]
-        response = render(request, "delegations/run_list.html#results", context)
+        response = render(request, "delegations/runs/list.html#results", context)
         if request.htmx.trigger != LIST_POLL_TRIGGER:  # type: ignore[attr-defined]
             push_url(response, list_url)
         return response
-    return render(request, "delegations/run_list.html", context)
+    return render(request, "delegations/runs/list.html", context)
 
 
 # -- starting a run -----------------------------------------------------------------------
@@ -163,7 +163,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     issues: list[dict[str, str]] = []
     if request.method != "POST":
         form, source = _initial_start_form(request)
-        return render(request, "delegations/run_new.html", {"form": form, "source": source})
+        return render(request, "delegations/runs/new.html", {"form": form, "source": source})
     form = RunStartForm(request.POST)
     refusal: RunError | None = None
     if form.is_valid():
@@ -182,7 +182,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, "Run started. This page follows it live.")
             return redirect(_detail_url(run))
-    response = render(request, "delegations/run_new.html", {"form": form, "issues": issues},
+    response = render(request, "delegations/runs/new.html", {"form": form, "issues": issues},
                       status=refusal.status if refusal else 422)
     return refusal.with_headers(response) if refusal else response
 
@@ -220,7 +220,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     timeline (the live script filters the same way without a reload)."""
     run = _get_run_for_user(request, run_id)
     shown = TimelineFilter.from_query(request.GET)
-    return render(request, "delegations/run_detail.html", _detail_context(request, run, shown=shown))
+    return render(request, "delegations/runs/detail.html", _detail_context(request, run, shown=shown))
 
 
 def _event_id(request: HttpRequest, name: str) -> int | None:
@@ -245,12 +245,12 @@ def run_live(request: HttpRequest, run_id: str) -> HttpResponse:
     if until is not None:
         members = list(run.tree().order_by("depth", "created_at", "pk"))
         items, last, _left_out = run_snapshot.timeline(run, members=members, since=since, until=until)
-        return render(request, "delegations/run_detail.html#rows",
+        return render(request, "delegations/runs/detail.html#rows",
                       {"run": run, "timeline": items, "timeline_after": last})
     context = _detail_context(request, run, since=since, with_streams=request.GET.get("streams") == "1",
                               patch_tree=request.GET.get("tree") != "1")
     context["waterfall_shown"] = request.GET.get("wf", "")   # the page has it: not sent again
-    return render(request, "delegations/run_detail.html#live", context)
+    return render(request, "delegations/runs/detail.html#live", context)
 
 
 @require_GET
@@ -316,7 +316,7 @@ def run_retry_view(request: HttpRequest, run_id: str) -> HttpResponse:
     except RunError as error:
         messages.error(request, error.message)
         if error.retry_after:  # too many runs wait to start: said on the run's page, with 429
-            return error.with_headers(render(request, "delegations/run_detail.html",
+            return error.with_headers(render(request, "delegations/runs/detail.html",
                                              _detail_context(request, run), status=error.status))
         return redirect(_detail_url(run))
     except ProtocolError as error:
