@@ -4,7 +4,14 @@ Handoff starts as `manage.py serve` on a loopback port with a fresh SQLite datab
 composer whose API token the kit sends as a bearer token. Its runs use the OpenAI adapter
 against a stand-in OpenAI-compatible server on loopback that answers every turn at once
 with a yield_control call: what is tested is the A2A layer, not a model (the local model
-made the kit's blocking sends take over ten minutes on two busy cores). The kit's code is not part of Handoff: check it out and
+made the kit's blocking sends take over ten minutes on two busy cores).
+
+Known disagreements (kit snapshot 410ba92): the kit sends SendMessage without
+returnImmediately and then expects the task to be WORKING, but a blocking send answers
+once the task ended (A2A 1.0); with a model that took 3 s per turn those tests still
+failed, so the stand-in answers at once. It looks for the card under the JSON-RPC URL
+(``/a2a/jsonrpc/.well-known/agent-card.json``), which needs a token like every /a2a/
+route; the card is served at the site's own ``/.well-known/agent-card.json``. The kit's code is not part of Handoff: check it out and
 give it a Python of its own with its requirements installed::
 
     git clone https://github.com/a2aproject/a2a-tck /tmp/a2a-tck

@@ -193,14 +193,19 @@ def tasks_list(params: ListTasksRequest, user: Any, base_url: str) -> ListTasksR
     runs = visible_runs(user).filter(parent__isnull=True)
     if params.context_id:
         runs = runs.filter(Q(packet__metadata__a2a__context_id=params.context_id) | Q(pk=params.context_id))
+    if params.status and params.status not in TaskState.values():
+        raise InvalidParamsError(f"Unknown status {params.status}; use one of "
+                                 f"{', '.join(TaskState.keys()[1:])}.")
     if params.status:
         runs = runs.filter(state__in=_states_for(params.status) or [RunState.AWAITING_APPROVAL.value])
     if params.HasField("status_timestamp_after"):
         after: datetime = params.status_timestamp_after.ToDatetime(tzinfo=datetime.now().astimezone().tzinfo)
         runs = runs.filter(Q(created_at__gte=after) | Q(started_at__gte=after) | Q(finished_at__gte=after))
-    size = params.page_size or PAGE_SIZE
+    size = params.page_size if params.HasField("page_size") else PAGE_SIZE
     if not 1 <= size <= MAX_PAGE_SIZE:
         raise InvalidParamsError(f"pageSize must be between 1 and {MAX_PAGE_SIZE}, not {size}.")
+    if params.HasField("history_length") and params.history_length < 0:
+        raise InvalidParamsError(f"historyLength must be 0 or more, not {params.history_length}.")
     try:
         start = int(params.page_token or 0)
     except ValueError:
@@ -214,5 +219,5 @@ def tasks_list(params: ListTasksRequest, user: Any, base_url: str) -> ListTasksR
     if params.status:
         tasks = [task for task in tasks if task.status.state == params.status]
     following = start + size
-    return ListTasksResponse(tasks=tasks, page_size=size, total_size=total,
+    return ListTasksResponse(tasks=tasks, page_size=len(tasks), total_size=total,
                              next_page_token=str(following) if following < total else "")

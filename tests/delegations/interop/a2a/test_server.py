@@ -300,3 +300,29 @@ def test_an_unsupported_a2a_version_is_refused(live_url: str, composer_api: dict
 def test_a_host_outside_allowed_hosts_is_refused(live_url: str, composer_api: dict[str, str]) -> None:
     answer = httpx.get(f"{live_url}/.well-known/agent-card.json", headers={"Host": "evil.example"})
     assert answer.status_code == 400 and "ALLOWED_HOSTS" in answer.text
+
+
+@pytest.mark.parametrize(("params", "says"), [
+    ({"pageSize": 0}, "pageSize must be between 1 and 100"),
+    ({"pageSize": 101}, "pageSize must be between 1 and 100"),
+    ({"historyLength": -1}, "historyLength must be 0 or more"),
+    ({"status": 99}, "Unknown status 99"),
+    ({"pageToken": "page-two"}, "not one this server gave"),
+])
+def test_list_tasks_refuses_parameters_it_cannot_honour(live_url: str, composer_api: dict[str, str],
+                                                        params: dict[str, Any], says: str) -> None:
+    error = rpc(live_url, {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": params},
+                composer_api).json()["error"]
+    assert error["code"] == -32602 and says in error["message"], error
+
+
+def test_list_tasks_pages_through_the_callers_tasks(live_url: str, composer_api: dict[str, str]) -> None:
+    for _ in range(3):
+        rpc(live_url, send_body([{"data": scripts.packet()}], adapter=scripted(scripts.leaf())), composer_api)
+    listing = lambda **params: rpc(live_url, {"jsonrpc": "2.0", "id": 1, "method": "ListTasks",  # noqa: E731
+                                              "params": params}, composer_api).json()["result"]
+    first = listing(pageSize=2)
+    assert (len(first["tasks"]), first["pageSize"], first["totalSize"]) == (2, 2, 3)
+    second = listing(pageSize=2, pageToken=first["nextPageToken"])
+    assert len(second["tasks"]) == 1 and not second.get("nextPageToken")
+    assert {t["id"] for t in first["tasks"]}.isdisjoint(t["id"] for t in second["tasks"])
