@@ -12,9 +12,10 @@ from tests.security.test_route_table import PAGES
 
 pytestmark = pytest.mark.django_db
 
-# routes a logged-in person may POST to (from the table: not 405 for the owner)
+# routes a logged-in person may POST to (from the table: not 405 for the owner); /mcp reads
+# no session at all, only a token (test_mcp_ignores_the_browser_session)
 UNSAFE_PAGES = sorted(key.split(" ", 1)[1] for key, statuses in PAGES.items()
-                      if key.startswith("POST ") and statuses.split()[4] != "405")
+                      if key.startswith("POST ") and statuses.split()[4] != "405" and key != "POST mcp")
 
 
 def test_the_list_of_unsafe_pages_is_not_empty() -> None:
@@ -30,6 +31,16 @@ def test_a_post_without_the_csrf_token_is_refused(name: str, world: World) -> No
     response = client.post(fill(page_routes()[name], world), {"decision": "approve", "comment": "x"})
     assert response.status_code == 403, name
     assert b"CSRF" in response.content
+
+
+def test_mcp_ignores_the_browser_session(world: World) -> None:
+    """A page another site opens can post to /mcp with the visitor's cookies: they grant
+    nothing there, so /mcp needs no CSRF token."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.users["superuser"])  # type: ignore[arg-type]
+    response = client.post("/mcp", '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+                           content_type="application/json")
+    assert response.status_code == 401
 
 
 def test_a_post_with_the_csrf_token_goes_through(world: World) -> None:
