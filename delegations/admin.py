@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from .models import APIToken, McpServer, WorkerHeartbeat
+from .models import APIToken, McpServer, RemoteAgent, WorkerHeartbeat
 
 
 @admin.register(APIToken)
@@ -38,15 +38,8 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
 
 
-@admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
-    """Superusers only: a server record decides which host receives a secret."""
-
-    list_display = ["name", "url", "stdio_command", "secret_env", "enabled", "updated_at"]
-    list_filter = ["enabled"]
-    search_fields = ["name", "url"]
-    fields = ["name", "url", "stdio_command", "secret_env", "allowed_tools", "tool_capabilities",
-              "timeout_s", "enabled"]
+class SuperusersOnly(admin.ModelAdmin):
+    """A record that decides which host receives a secret: superusers only."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
@@ -62,6 +55,24 @@ class McpServerAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.is_superuser
+
+
+@admin.register(McpServer)
+class McpServerAdmin(SuperusersOnly):
+    list_display = ["name", "url", "stdio_command", "secret_env", "enabled", "updated_at"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "url"]
+    fields = ["name", "url", "stdio_command", "secret_env", "allowed_tools", "tool_capabilities",
+              "timeout_s", "enabled"]
+
+
+@admin.register(RemoteAgent)
+class RemoteAgentAdmin(SuperusersOnly):
+    list_display = ["name", "card_url", "secret_env", "capability", "enabled", "updated_at"]
+    list_filter = ["enabled", "capability"]
+    search_fields = ["name", "card_url"]
+    fields = ["name", "card_url", "secret_env", "allowed_skills", "capability",
+              "price_per_call_usd", "enabled"]
 
 
 # -- runs, events, approvals (issue 6) ---------------------------------------------------------

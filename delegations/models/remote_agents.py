@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator, URLValidator
+from django.db import models
+
+from delegations.protocol.a2a_client import SECRET_ENV_PREFIX, RemoteAgentConfig
+from delegations.protocol.capabilities import KNOWN_CAPABILITIES
+
+DEFAULT_CAPABILITY = "network_outbound"
+_SKILL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,199}$")
+
+
+class RemoteAgentQuerySet(models.QuerySet["RemoteAgent"]):
+    def run_configs(self) -> list[RemoteAgentConfig]:
+        """The enabled agents as the A2A client takes them."""
+        return [agent.to_config() for agent in self.filter(enabled=True).order_by("name")]
+
+
+class RemoteAgent(models.Model):
+    """An A2A agent elsewhere whose skills runs may delegate to, within their capabilities
+    and budgets. The operator's record: it decides which host receives which secret."""
+
+    name = models.CharField(
+        max_length=30, unique=True,
+        validators=[RegexValidator(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$",
+                                   "Use lowercase letters, digits and single hyphens.")],
+        help_text="Short name runs know the agent by.")
+    card_url = models.URLField(
+        max_length=500, validators=[URLValidator(schemes=["http", "https"])],
+        help_text="Where its agent card is, e.g. https://agents.example.com (the card is read "
+                  "from /.well-known/agent-card.json there).")
+    secret_env = models.CharField(
+        "secret variable", max_length=100, blank=True,
+        validators=[RegexValidator(rf"^{SECRET_ENV_PREFIX}[A-Z0-9_]+$",
+                                   f"Name a variable that starts with {SECRET_ENV_PREFIX}.")],
+        help_text=f"The NAME of the environment variable holding its credential (sent as a "
+                  f"Bearer token); it must start with {SECRET_ENV_PREFIX}. The secret itself "
+                  f"is never stored.")
+    allowed_skills = models.JSONField(
+        default=list, help_text='The ids of its skills runs may use, e.g. ["price-check@1.0.0"].')
+    capability = models.CharField(
+        max_length=40, default=DEFAULT_CAPABILITY,
+        help_text="The capability a run needs to delegate to it.")
+    price_per_call_usd = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0)],
+        help_text="What one message to it costs, counted against the run's max_cost_usd.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = RemoteAgentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "remote A2A agent"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, list[str]] = {}
+        if "@" in (urlsplit(self.card_url).netloc if self.card_url else ""):
+            errors["card_url"] = [f"Leave credentials out of the URL (it is stored and shown); put "
+                                  f"the secret in a {SECRET_ENV_PREFIX}… variable and name it in "
+                                  f"secret_env."]
+        skills = self.allowed_skills
+        if not isinstance(skills, list) or not skills or not all(isinstance(s, str) for s in skills):
+            errors["allowed_skills"] = ["List at least one skill id."]
+        else:
+            bad = [skill for skill in skills if not _SKILL_ID.match(skill)]
+            if bad:
+                errors["allowed_skills"] = [f"'{bad[0]}' is not a skill id (letters, digits, '.', "
+                                            f"'_', '-' and '@', such as price-check@1.0.0)."]
+        if self.capability not in KNOWN_CAPABILITIES:
+            errors["capability"] = [f"Unknown capability {self.capability!r}; known: "
+                                    f"{', '.join(sorted(KNOWN_CAPABILITIES))}."]
+        if errors:
+            raise ValidationError(errors)
+
+    def to_config(self) -> RemoteAgentConfig:
+        return RemoteAgentConfig(name=self.name, card_url=self.card_url, skills=tuple(self.allowed_skills),
+                                 secret_env=self.secret_env, capability=self.capability,
+                                 price_per_call_usd=self.price_per_call_usd)
