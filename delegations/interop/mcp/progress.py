@@ -18,6 +18,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, StreamingHttpResponse
+from django_mcpz.legacy import is_legacy_request
 
 from delegations.accounts.roles import visible_runs
 from delegations.interop.mcp.run_tools import POLL_S, WAIT_MAX_S
@@ -52,7 +53,9 @@ def _look(request: HttpRequest, run_id: str) -> tuple[str, bool] | None:
 def _result(request: HttpRequest, request_id: str | int, params: dict[str, Any]) -> bytes:
     """The tool's answer, asked with no time left to wait (the stream has waited)."""
     arguments = {**params.get("arguments", {}), "timeout_s": 0}
-    return bytes(server._tools_call(request, request_id, {**params, "arguments": arguments}).content)
+    answer = server._tools_call(request, request_id, {**params, "arguments": arguments},
+                                legacy=is_legacy_request(request))
+    return bytes(answer.content)
 
 
 def wait_with_progress(request: HttpRequest, request_id: str | int, params: dict[str, Any],

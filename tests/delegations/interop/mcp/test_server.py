@@ -279,6 +279,13 @@ def test_a_client_of_the_2025_revisions_starts_and_reads_a_run(site: dict[str, A
             "skill": "review-sentiment", "input": REVIEW, "adapter": "scripted",
             "adapter_config": scripts.leaf(SENTIMENT)})
         resources = await client.list_resources()
+        notes: list[float] = []
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            notes.append(value)
+        waited = await client.call_tool("wait_for_run", {"run_id": started.structured_content["run_id"],
+                                                         "timeout_s": 20}, progress_callback=progress)
+        assert structured(waited)["state"] == "COMPLETE" and notes, (waited, notes)
         return client.protocol_version, client.server_capabilities, tools, structured(started), resources
     version, capabilities, tools, started, resources = call(site["url"], site["composer"], job, mode="legacy")
     assert version.startswith("2025-") and capabilities.resources is not None
