@@ -74,9 +74,10 @@ def rule_simulate(*, rule: ApprovalRule, window: int = SIMULATION_WINDOW) -> Sim
     result = Simulation(window=window)
     items = (Approval.objects.decided().filter(decided_by__isnull=False).order_by("-decided_at")
              .select_related("run", "run__root", "run__owner", "run__root__owner")[:window])
+    known_runs: dict[str, dict[str, Any]] = {}
     for approval in items:
         result.looked_at += 1
-        facts = item_facts(approval)
+        facts = item_facts(approval, known_runs)
         if matched_inputs(rule.match, facts) is None:
             continue
         if rule.effect == RuleEffect.TWO_APPROVERS:

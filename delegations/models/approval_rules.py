@@ -24,15 +24,6 @@ class RuleEffect(models.TextChoices):
     TWO_APPROVERS = "two_approvers", "Require two different approvers"
 
 
-class ApprovalRuleQuerySet(models.QuerySet["ApprovalRule"]):
-    def in_force(self, now: Any = None) -> ApprovalRuleQuerySet:
-        """Enabled and not expired, in the order conflicts are settled by (oldest first)."""
-        now = now or timezone.now()
-        return (self.filter(enabled=True)
-                .filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
-                .select_related("owner").order_by("pk"))
-
-
 class ApprovalRule(models.Model):
     name = models.CharField(max_length=200)
     reason = models.TextField(help_text="Why items like these may be decided without asking.")
@@ -51,8 +42,6 @@ class ApprovalRule(models.Model):
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-
-    objects = ApprovalRuleQuerySet.as_manager()
 
     class Meta:
         ordering = ["pk"]
