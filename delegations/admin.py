@@ -84,6 +84,8 @@ from django.utils.safestring import SafeString  # noqa: E402
 
 from .models import (  # noqa: E402
     Approval,
+    ApprovalRule,
+    ApprovalRuleVersion,
     Delegation,
     DelegationVersion,
     Run,
@@ -202,20 +204,20 @@ class ApprovalAdmin(ApprovalJson, admin.ModelAdmin):  # type: ignore[misc,valid-
     the inbox or through the API, where the rules are checked."""
 
     list_display = ["title", "kind", "status", "decision", "risk", "run", "requested_at",
-                    "expires_at", "decided_by", "decided_at", "always_allow"]
+                    "expires_at", "decided_by", "decided_by_rule", "decided_at", "always_allow"]
     list_filter = ["status", "kind", "decision", "risk", "always_allow", "requested_at",
                    "decided_at", "decided_by"]
     search_fields = ["title", "key", "run__id", "comment", "answer", "decided_by__username"]
-    list_select_related = ["run", "decided_by"]
+    list_select_related = ["run", "decided_by", "rule_decision"]
     date_hierarchy = "requested_at"
     readonly_fields = ("run", "key", "kind", "title", "risk", "requested_at", "expires_at",
-                       "payload_pretty", "status", "decision", "decided_by", "decided_at",
-                       "comment", "answer", "edited_arguments_pretty", "always_allow",
+                       "payload_pretty", "status", "decision", "decided_by", "decided_by_rule",
+                       "decided_at", "comment", "answer", "edited_arguments_pretty", "always_allow",
                        "budget_limit_pretty")
     fieldsets = [
         ("What was asked", {"fields": ("run", "key", "kind", "title", "risk", "requested_at",
                                        "expires_at", "payload_pretty")}),
-        ("The decision", {"fields": ("status", "decision", "decided_by", "decided_at", "comment",
+        ("The decision", {"fields": ("status", "decision", "decided_by", "decided_by_rule", "decided_at", "comment",
                                      "answer", "edited_arguments_pretty", "always_allow",
                                      "budget_limit_pretty")}),
     ]
@@ -225,6 +227,42 @@ class ApprovalAdmin(ApprovalJson, admin.ModelAdmin):  # type: ignore[misc,valid-
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a decision in admin would skip the inbox's rules and the run's resume
+
+    @admin.display(description="approval rule")
+    def decided_by_rule(self, approval: Approval) -> str:
+        """'approved by rule 'price hosts' v3', with what it matched."""
+        audit = approval.rule_audit()
+        return f"{audit['label']} (matched {audit['matched']})" if audit is not None else "—"
+
+
+class ApprovalRuleVersionInline(admin.TabularInline):
+    model = ApprovalRuleVersion
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("number", "data", "saved_by", "saved_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApprovalRule)
+class ApprovalRuleAdmin(admin.ModelAdmin):
+    """Approval rules and their versions, to read. Rules are written in the rule builder or
+    the API, where each save is simulated, checked and versioned."""
+
+    list_display = ["name", "effect", "enabled", "matches_everything", "owner", "version", "expires_at",
+                    "updated_at"]
+    list_filter = ["effect", "enabled", "matches_everything"]
+    search_fields = ["name", "reason", "owner__username"]
+    readonly_fields = ("name", "reason", "owner", "match", "effect", "comment", "enabled", "matches_everything",
+                       "expires_at", "version", "updated_by", "created_at", "updated_at")
+    inlines = [ApprovalRuleVersionInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 # -- delegations (the composer) ---------------------------------------------------------------

@@ -4,6 +4,7 @@ from delegations import dashboard
 from delegations.accounts import views as account
 from delegations.composer import tree_views as tree
 from delegations.composer import views as composer
+from delegations.inbox import rule_views
 from delegations.inbox import views as inbox
 from delegations.run_pages import compare as run_compare
 from delegations.run_pages import imports as run_imports
@@ -60,4 +61,8 @@ urlpatterns = [
     path("inbox/<int:approval_id>/decision/", inbox.inbox_decide, name="inbox_decide"),
     path("runs/<str:run_id>/approvals/<int:approval_id>/decision/", inbox.run_decide,
          name="run_decide"),
+    # approval rules: standing decisions of the inbox
+    path("inbox/rules/", rule_views.rule_list, name="rule_list"),
+    path("inbox/rules/new/", rule_views.rule_new, name="rule_new"),
+    path("inbox/rules/<int:rule_id>/", rule_views.rule_edit, name="rule_edit"),
 ]

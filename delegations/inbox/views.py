@@ -21,7 +21,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from delegations.accounts.roles import can_approve, visible_approvals, visible_runs
+from delegations.accounts.roles import can_approve, can_write_rules, visible_approvals, visible_runs
 from delegations.inbox.context import arguments_diff, decision_items
 from delegations.inbox.decisions import (
     approval_decide,
@@ -106,6 +106,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "pending_total": page.paginator.count, "filtered": any(filters[name] for name in
                                                                 ("q", "kind", "risk", "run", "mine")),
         "query": _query_without_page(request), "can_approve": can_approve(request.user),
+        "can_write_rules": can_write_rules(request.user),
         "recent": _recent(request), "recent_shown": RECENT_SHOWN, "hx": True,
     }
     template = "delegations/inbox/inbox.html#pending" if request.htmx else "delegations/inbox/inbox.html"  # type: ignore[attr-defined]
@@ -122,7 +123,8 @@ def inbox_item(request: HttpRequest, approval_id: int) -> HttpResponse:
         return HttpResponse(status=204)
     groups = _grouped(decision_items(request.user, [approval]))
     return render(request, "delegations/inbox/inbox.html#group",
-                  {"group": groups[0], "hx": True, "can_approve": can_approve(request.user)})
+                  {"group": groups[0], "hx": True, "can_approve": can_approve(request.user),
+                   "can_write_rules": can_write_rules(request.user)})
 
 
 @require_GET
@@ -130,7 +132,7 @@ def inbox_history(request: HttpRequest) -> HttpResponse:
     """Every decided item one may see, newest first, with who decided what and why."""
     text = request.GET.get("q", "").strip()[:200]
     items = (visible_approvals(request.user).exclude(status=Approval.Status.PENDING)
-             .select_related("run", "decided_by")
+             .select_related("run", "decided_by", "rule_decision")
              .order_by(F("decided_at").desc(nulls_last=True), "-requested_at", "-pk"))
     if text:
         items = items.filter(Q(title__icontains=text) | Q(comment__icontains=text)
@@ -214,7 +216,8 @@ def _decided(request: HttpRequest, approval: Approval, *, back_to: str, notice: 
     item = decision_items(request.user, [fresh])[0]
     swapped = render_to_string("delegations/inbox/inbox.html#item",
                                {"item": item, "notice": notice, "error": error, "hx": True,
-                                "can_approve": can_approve(request.user)}, request)
+                                "can_approve": can_approve(request.user),
+                                "can_write_rules": can_write_rules(request.user)}, request)
     if not error:   # "Recently decided" lists it at once, beside the item's own update
         swapped += render_to_string("delegations/inbox/inbox.html#recent", {
             "recent": _recent(request), "recent_shown": RECENT_SHOWN, "oob": True}, request)

@@ -122,6 +122,13 @@ PAGES = {
     "POST delegations:inbox_decide":        "302 403 403 302 403 302",
     "GET delegations:run_decide":           "302 405 405 405 405 405",
     "POST delegations:run_decide":          "302 404 404 302 403 302",
+    # approval rules: approvers read them; rule authors (here: the superuser) write them
+    "GET delegations:rule_list":            "302 403 403 200 403 200",
+    "POST delegations:rule_list":           "302 405 405 405 405 405",
+    "GET delegations:rule_new":             "302 403 403 403 403 200",
+    "POST delegations:rule_new":            "302 403 403 403 403 200",
+    "GET delegations:rule_edit":            "302 403 403 403 403 200",
+    "POST delegations:rule_edit":           "302 403 403 403 403 200",
     # MCP clients: JSON-RPC by POST only, with a token (a browser session is none; the tools
     # have a table of their own, test_mcp_route_table.py); a form post is no JSON-RPC
     "GET mcp":                              "405 405 405 405 405 405",

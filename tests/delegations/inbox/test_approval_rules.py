@@ -370,3 +370,51 @@ def test_the_api_refuses_bad_rules_field_by_field_and_people_without_the_role(cl
     simulated = client.post("/api/approval-rules/simulate", {"rule": bad}, content_type="application/json",
                             headers=bearer(approver))
     assert simulated.status_code == 422 and "match.arguments[0].value" in simulated.json()["errors"]
+
+
+# -- the pages --------------------------------------------------------------------------------
+
+def test_make_a_rule_from_an_item_prefills_the_builder_narrowed_to_it_and_shows_the_simulation(
+        client, author, composer, approver, immediate_tasks):
+    decided_fixture(composer, approver)
+    item = price_fetch(a_run(composer, capabilities=["network_outbound"], skill="price-check@1.4.0"),
+                       "https://prices.example.com/v2/eur")
+    client.force_login(author)
+    inbox = client.get("/inbox/")
+    assert f'/inbox/rules/new/?item={item.pk}' in inbox.content.decode()
+    page = client.get(f"/inbox/rules/new/?item={item.pk}").content.decode()
+    assert 'value="prices.example.com"' in page and 'value="http_get"' in page and 'value="price-check"' in page
+    assert 'data-sim="approved">3<' in page and "would have approved something a person rejected" in page
+
+
+def test_the_builder_saves_a_rule_that_decides_the_next_item_with_the_rule_on_every_page(
+        client, author, composer, approver, immediate_tasks):
+    client.force_login(author)
+    form = {"name": "stale deletes", "reason": "cache files", "effect": "approve", "kinds": ["capability"],
+            "capabilities": ["file_delete"], "tools": "delete_file", "folder": ".", "enabled": "on", "save": "1"}
+    refused = client.post("/inbox/rules/new/", {**form, "host": "https://bad host/"})
+    assert refused.status_code == 200 and "not a host pattern" in refused.content.decode()
+    saved = client.post("/inbox/rules/new/", form)
+    assert saved.status_code == 302 and saved["Location"] == "/inbox/rules/"
+    rule = ApprovalRule.objects.get()
+    assert rule.match["arguments"] == [{"name": "path", "op": "under", "value": "."}]
+    run = deleting_run(composer)
+    client.force_login(approver)
+    for url in ("/inbox/history/", f"/runs/{run.pk}/", "/inbox/rules/"):
+        assert "stale deletes" in client.get(url).content.decode(), url
+    assert "rule &#x27;stale deletes&#x27; v1" in client.get("/inbox/history/").content.decode()
+
+
+def test_the_rule_list_warns_of_an_everything_rule(client, author):
+    rule_save(rule=None, user=author, data={"name": "all deletes", "reason": "x", "effect": "approve",
+                                            "match": {"capabilities": ["file_delete"]}, "matches_everything": True})
+    client.force_login(author)
+    assert "for every skill and host" in client.get("/inbox/rules/").content.decode()
+
+
+def test_admin_shows_which_rule_decided_an_item(admin_client, author, composer, immediate_tasks):
+    a_rule(author)
+    item = only_item(deleting_run(composer))
+    page = admin_client.get(f"/admin/delegations/approval/{item.pk}/change/").content.decode()
+    assert "approved by rule &#x27;approve deletes&#x27; v1" in page
+    assert admin_client.get("/admin/delegations/approvalrule/").status_code == 200
