@@ -31,12 +31,18 @@ from .rules import BUDGET_AXES, RULE_KINDS, ItemFacts, deciding_rule, split_skil
 logger = logging.getLogger(__name__)
 
 
-def item_facts(approval: Approval, known_runs: dict[str, dict[str, Any]] | None = None) -> ItemFacts:
-    """What rules see of ``approval``: its request, the asking run, its tree and budget.
-    ``known_runs`` keeps what was read of each run, for a caller looking at many items."""
+# the facts that cost queries of their own, read only when some rule looks at them
+COSTLY_FACTS = frozenset({"groups", "budget_left"})
+
+
+def item_facts(approval: Approval, known_runs: dict[str, dict[str, Any]] | None = None, *,
+               reads: frozenset[str] = COSTLY_FACTS) -> ItemFacts:
+    """What rules see of ``approval``: its request, the asking run, its tree and budget
+    (of :data:`COSTLY_FACTS`, those in ``reads``). ``known_runs`` keeps what was read of
+    each run, for a caller looking at many items."""
     run = approval.run
     if known_runs is None or run.pk not in known_runs:
-        facts = _run_facts(run)
+        facts = _run_facts(run, reads)
         if known_runs is not None:
             known_runs[run.pk] = facts
     else:
@@ -48,15 +54,16 @@ def item_facts(approval: Approval, known_runs: dict[str, dict[str, Any]] | None 
                      arguments=arguments if isinstance(arguments, dict) else {}, **facts)
 
 
-def _run_facts(run: Run) -> dict[str, Any]:
+def _run_facts(run: Run, reads: frozenset[str]) -> dict[str, Any]:
     root = run.root if run.root_id not in (None, run.pk) else run
     owner = root.owner if root is not None and root.owner_id is not None else run.owner
     skill, version = split_skill(run.skill)
+    groups = (frozenset(owner.groups.values_list("name", flat=True))
+              if owner is not None and "groups" in reads else frozenset())
     return {"skill": skill, "skill_version": version,
-            "owner": owner.get_username() if owner is not None else "",
-            "groups": frozenset(owner.groups.values_list("name", flat=True)) if owner is not None else frozenset(),
+            "owner": owner.get_username() if owner is not None else "", "groups": groups,
             "depth": run.depth, "root_skill": split_skill(root.skill if root is not None else "")[0],
-            "budget_left": _budget_left(run)}
+            "budget_left": _budget_left(run) if "budget_left" in reads else {}}
 
 
 def _budget_left(run: Run) -> dict[str, float]:
@@ -95,6 +102,11 @@ class RuleBook:
     rules: list[ApprovalRule]
     authors: dict[int | None, Any]
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """The costly facts some rule matches on."""
+        return frozenset(name for rule in self.rules for name in (rule.match or {})) & COSTLY_FACTS
+
 
 _loaded: tuple[tuple[Any, ...], list[ApprovalRule]] | None = None
 
@@ -130,7 +142,9 @@ def rule_for(approval: Approval, book: RuleBook) -> tuple[ApprovalRule, dict[str
     None when no rule may."""
     if approval.kind not in RULE_KINDS or not book.rules:
         return None
-    facts = item_facts(approval)
+    # a budget item's budget is read anyway: no rule approves one beyond what the tree has left
+    facts = item_facts(approval, reads=book.reads | ({"budget_left"} if approval.kind == ApprovalKind.BUDGET
+                                                     else set()))
     # one check per author (a hundred rules are usually a few people's), not one per rule
     allowed = {owner_id: author_refusal(book.authors.get(owner_id), approval) is None
                for owner_id in {rule.owner_id for rule in book.rules}}
