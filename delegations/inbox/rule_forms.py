@@ -42,6 +42,8 @@ class RuleForm(forms.Form):
     groups = forms.CharField(required=False, help_text="Groups whose members' runs it applies to.")
     max_depth = forms.IntegerField(required=False, min_value=0, help_text="Only runs this deep in their tree or less.")
     root_skill = forms.CharField(required=False, help_text="The skill of the tree's root run.")
+    expression = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                 help_text='Optional, in CEL: e.g. tool == "pay" && arguments.amount < 0.01.')
     expires_at = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     enabled = forms.BooleanField(required=False, initial=True)
     matches_everything = forms.BooleanField(
@@ -76,6 +78,8 @@ class RuleForm(forms.Form):
             match["depth"] = {"max": data["max_depth"]}
         if data["root_skill"]:
             match["root_skill"] = data["root_skill"].strip()
+        if data["expression"].strip():
+            match["expression"] = data["expression"].strip()
         return {"name": data["name"], "reason": data["reason"], "effect": data["effect"],
                 "comment": data["comment"], "match": match, "enabled": data["enabled"],
                 "matches_everything": data["matches_everything"], "expires_at": data["expires_at"]}
@@ -102,6 +106,7 @@ def initial_from_rule(rule: ApprovalRule) -> dict[str, Any]:
     initial["skill"], initial["skill_versions"] = skill.get("name", ""), skill.get("versions", "")
     initial["max_depth"] = (match.get("depth") or {}).get("max")
     initial["root_skill"] = match.get("root_skill", "")
+    initial["expression"] = match.get("expression", "")
     return initial
 
 

@@ -14,6 +14,11 @@ field optional (absent: anything):
 - ``depth``: ``{"min", "max"}`` of the asking run in its tree; ``root_skill``: the root's skill name
 - ``budget_left``: ``{"axis", "min"}``: at least this much left on that axis (the asking run
   and every ancestor)
+- ``expression``: a CEL expression (``cel-python``, never Python's eval) over the same facts:
+  ``kind``, ``capability``, ``tool``, ``arguments``, ``skill``, ``skill_version``, ``owner``,
+  ``groups``, ``depth``, ``root_skill``, ``budget_left``; e.g.
+  ``tool == "pay" && arguments.amount < 0.01``. It matches when it is true; an error
+  while evaluating (a missing argument) does not match.
 
 Conflicts are plain: a reject rule wins over a two-approver rule, which wins over an
 approve rule; among rules of the same effect the oldest decides and is named in the audit.
@@ -21,6 +26,7 @@ approve rule; among rules of the same effect the oldest decides and is named in 
 
 from __future__ import annotations
 
+import functools
 import math
 import posixpath
 import re
@@ -29,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import celpy  # type: ignore[import-untyped]
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -41,7 +48,7 @@ RULE_KINDS = (ApprovalKind.CAPABILITY, ApprovalKind.CAPABILITY_REQUEST, Approval
 ARGUMENT_OPS = ("equals", "host", "under", "range")
 BUDGET_AXES = ("max_model_calls", "max_tokens", "max_cost_usd")
 MATCH_FIELDS = ("kinds", "capabilities", "tools", "arguments", "skill", "owners", "groups", "depth",
-                "root_skill", "budget_left")
+                "root_skill", "budget_left", "expression")
 EFFECT_ORDER = (RuleEffect.REJECT, RuleEffect.TWO_APPROVERS, RuleEffect.APPROVE)
 _HOST_PATTERN = re.compile(r"^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -99,6 +106,10 @@ def rule_problems(*, match: Any, effect: str, comment: str, matches_everything: 
     if "root_skill" in match and not (isinstance(match["root_skill"], str) and match["root_skill"]):
         add("match.root_skill", "Expected a skill name.")
     _check_budget_left(match.get("budget_left"), add)
+    if "expression" in match:
+        problem = expression_problem(match["expression"])
+        if problem:
+            add("match.expression", problem)
     if not problems and effect == RuleEffect.APPROVE and approves_everything(match) and not matches_everything:
         add("matches_everything", "This rule approves an approval-required capability for every "
                                   "skill and host; confirm 'everything' to save it.")
@@ -111,7 +122,8 @@ def approves_everything(match: dict[str, Any]) -> bool:
     kinds = match.get("kinds") or [str(k) for k in RULE_KINDS]
     capabilities = match.get("capabilities") or sorted(APPROVAL_REQUIRED_CAPABILITIES)
     touches_approval = (ApprovalKind.CAPABILITY in kinds or ApprovalKind.CAPABILITY_REQUEST in kinds)
-    narrowed = bool(match.get("skill") or match.get("arguments") or match.get("root_skill"))
+    narrowed = bool(match.get("skill") or match.get("arguments") or match.get("root_skill")
+                    or match.get("expression"))
     return touches_approval and bool(set(capabilities) & APPROVAL_REQUIRED_CAPABILITIES) and not narrowed
 
 
@@ -201,6 +213,37 @@ def _check_budget_left(budget: Any, add: Any) -> None:
         add("match.budget_left", f"Expected {{\"axis\": one of {', '.join(BUDGET_AXES)}, \"min\": number}}.")
 
 
+def expression_problem(expression: Any) -> str | None:
+    """Why ``expression`` is not a CEL expression a rule can use, else None."""
+    if not isinstance(expression, str) or not expression.strip():
+        return "Expected a CEL expression, e.g. tool == \"http_get\" && depth <= 1."
+    try:
+        _program(expression)
+    except celpy.CELParseError as error:
+        return f"The expression does not compile: {str(error).splitlines()[0]}"
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def _program(expression: str) -> Any:
+    """The compiled expression (compiling costs far more than evaluating; rules are few)."""
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression))
+
+
+def _expression_holds(expression: str, facts: ItemFacts) -> bool:
+    activation = celpy.json_to_cel({
+        "kind": facts.kind, "capability": facts.capability, "tool": facts.tool, "arguments": facts.arguments,
+        "skill": facts.skill, "skill_version": facts.skill_version, "owner": facts.owner,
+        "groups": sorted(facts.groups), "depth": facts.depth, "root_skill": facts.root_skill,
+        "budget_left": facts.budget_left})
+    try:
+        result = _program(expression).evaluate(activation)
+    except (celpy.CELEvalError, celpy.CELParseError, TypeError, ValueError):
+        return False
+    return isinstance(result, celpy.celtypes.BoolType) and bool(result)
+
+
 # -- matching -----------------------------------------------------------------------------
 
 def matched_inputs(match: dict[str, Any], facts: ItemFacts) -> dict[str, Any] | None:
@@ -235,6 +278,11 @@ def matched_inputs(match: dict[str, Any], facts: ItemFacts) -> dict[str, Any] | 
         if facts.root_skill != match["root_skill"]:
             return None
         found["root_skill"] = facts.root_skill
+    expression = match.get("expression")
+    if expression:
+        if not _expression_holds(expression, facts):
+            return None
+        found["expression"] = expression
     budget = match.get("budget_left")
     if budget:
         left = facts.budget_left.get(budget["axis"])

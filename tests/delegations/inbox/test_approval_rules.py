@@ -418,3 +418,38 @@ def test_admin_shows_which_rule_decided_an_item(admin_client, author, composer, 
     page = admin_client.get(f"/admin/delegations/approval/{item.pk}/change/").content.decode()
     assert "approved by rule &#x27;approve deletes&#x27; v1" in page
     assert admin_client.get("/admin/delegations/approvalrule/").status_code == 200
+
+
+# -- CEL expressions ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ('tool == "http_get" && arguments.amount < 0.01', True),
+    ('tool == "http_get" && arguments.amount < 0.001', False),
+    ('"finance" in groups && depth <= 1 && root_skill == "coordinator"', True),
+    ('skill == "price-check" && skill_version.startsWith("2.")', False),
+    ("arguments.no_such_argument > 1", False),   # an evaluation error does not match
+    ("arguments.amount", False),                 # not a boolean: no match
+])
+def test_a_cel_expression_matches_when_it_is_true(expression, expected):
+    assert (matched_inputs({"expression": expression}, facts()) is not None) is expected
+
+
+def client_post_rule_form(author: Any, fields: dict[str, Any]) -> ApprovalRule:
+    from django.test import Client
+    client = Client()
+    client.force_login(author)
+    response = client.post("/inbox/rules/new/", {"name": "by expression", "reason": "x", "effect": "reject",
+                                                 "comment": "no", "enabled": "on", "save": "1", **fields})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    return ApprovalRule.objects.get(name="by expression")
+
+
+def test_an_expression_that_does_not_compile_is_refused_on_its_field(author):
+    with pytest.raises(RuleRefusal) as caught:
+        rule_save(rule=None, user=author, data={"name": "x", "reason": "x", "effect": "approve",
+                                                "match": {"tools": ["http_get"], "expression": "amount <"}})
+    assert "does not compile" in caught.value.details["errors"]["match.expression"][0]
+    saved = client_post_rule_form(author, {"expression": 'tool == "delete_file"'})
+    assert saved.match["expression"] == 'tool == "delete_file"'
+    # CEL, not Python: a call of a function CEL does not have is an error, which never matches
+    assert matched_inputs({"expression": "__import__('os').getcwd() != ''"}, facts()) is None
