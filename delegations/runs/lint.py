@@ -91,10 +91,9 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
             manifest = skill.to_manifest()
             packet = merge_skill(packet, manifest)
             approval = approval_required(approval, manifest)
-    limits = {} if settings.payload_limit_bytes is None else {"payload_limit_bytes": settings.payload_limit_bytes}
     try:
         findings = lint_packet(packet, parent, max_depth=settings.max_depth,
-                               approval_required=approval, **limits)
+                               approval_required=approval, **settings.lint_limits)
     except ProtocolError as exc:   # a parent that does not parse
         return LintReport(problems=problems + _issues(exc, "parent"), packet=packet.to_dict(),
                           parsed=packet, refusal=refusal or exc)

@@ -71,9 +71,7 @@ class Runner:
         self.skills = skills
         self.mcp = mcp
         self._workspace_root = str(self.settings.workspace_root)
-        self._lint_limits: dict[str, int] = (
-            {} if self.settings.payload_limit_bytes is None
-            else {"payload_limit_bytes": self.settings.payload_limit_bytes})
+        self._lint_limits = self.settings.lint_limits   # read once: lint runs for every child
         self._runs: dict[str, ActiveRun] = {}     # the runs working in this process now
         self._report = Reporter(sink, checkpoints, self._runs)
         questions = Questions(gate, self._report)

@@ -41,3 +41,9 @@ class RunnerSettings:
     text_flush_chars: int = 200
     text_flush_s: float = 0.05
     cancel_grace_s: float = 1.0
+
+    @property
+    def lint_limits(self) -> dict[str, int]:
+        """The keyword arguments that give ``lint_packet`` this host's payload limit
+        (none: lint's own default)."""
+        return {} if self.payload_limit_bytes is None else {"payload_limit_bytes": self.payload_limit_bytes}
