@@ -17,11 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
-import statistics
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
@@ -33,7 +28,10 @@ from a2a.types.a2a_pb2 import GetTaskRequest, Message, Role, SendMessageRequest
 from django.core.management import call_command
 from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Struct
-from throwaway_site import DATA_DIR, ROOT  # sets up Django on a throwaway database
+from throwaway_site import (  # sets up Django on a throwaway database
+    median_and_p95,
+    serve_without_worker,
+)
 
 from delegations.models import APIToken
 from tests.conftest import make_user
@@ -42,32 +40,6 @@ from tests.delegations import scripts
 WARM_UP = 5
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve() -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {**os.environ, "HANDOFF_DATA_DIR": DATA_DIR, "HANDOFF_MAX_PENDING_RUNS_PER_OWNER": "100000",
-           "HANDOFF_MAX_PENDING_RUNS": "100000", "LOG_LEVEL": "WARNING"}
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit("manage.py serve did not start")
-
-
-def _percentiles(timings: list[float]) -> tuple[float, float]:
-    ordered = sorted(timings)
-    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def _message(packet: dict[str, Any], adapter: dict[str, Any]) -> SendMessageRequest:
@@ -114,13 +86,13 @@ def main() -> None:
     from django.contrib.auth.models import User
 
     _, token = APIToken.issue(user=make_user(User, "bench", "composers", password=None), name="bench")
-    process, url = _serve()
+    process, url = serve_without_worker()
     try:
         timings = asyncio.run(_measure(url, token, calls))
     finally:
         process.terminate()
         process.wait(timeout=10)
-    figures = {name: _percentiles(values) for name, values in timings.items()}
+    figures = {name: median_and_p95(values) for name, values in timings.items()}
     print(f"{calls} calls each, interleaved, one connection each, loopback, no worker")
     print(f"{'call':<28}{'median ms':>10}{'p95 ms':>10}")
     for name, (median, p95) in figures.items():

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -31,7 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.benchmarks.throwaway_site import ROOT  # first: it sets up Django
+from tests.benchmarks.throwaway_site import (  # first: it sets up Django
+    ROOT,
+    free_port,
+    median_and_p95,
+)
 
 # isort: split
 from django.contrib.auth import get_user_model
@@ -61,10 +64,6 @@ def form_data(packet: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def median_p95(values: list[float]) -> tuple[float, float]:
-    return statistics.median(values), sorted(values)[max(0, round(0.95 * len(values)) - 1)]
-
-
 def server_round_trips(client: Client, rounds: int) -> list[float]:
     data = form_data(AGLOOP_EXECUTOR)
     first = client.post("/delegations/lint/", data, HTTP_HX_REQUEST="true")
@@ -78,18 +77,12 @@ def server_round_trips(client: Client, rounds: int) -> list[float]:
     return timings
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def browser_round_trips(delegation_id: int, rounds: int) -> list[float]:
     from playwright.sync_api import sync_playwright
 
     from tests.services import CHROMIUM_ARGS, chromium_path
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HANDOFF_EMBEDDED_WORKER": "0"}
     server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -151,8 +144,8 @@ def main() -> None:
     client = Client()
     client.force_login(user)
 
-    server = median_p95(server_round_trips(client, args.rounds))
-    browser = median_p95(browser_round_trips(delegation.pk, args.rounds))
+    server = median_and_p95(server_round_trips(client, args.rounds))
+    browser = median_and_p95(browser_round_trips(delegation.pk, args.rounds))
     for name, (median, p95), target in (("server", server, SERVER_TARGET_MS),
                                         ("keystroke to findings", browser, BROWSER_TARGET_MS)):
         verdict = "meets" if median < target else "MISSES"

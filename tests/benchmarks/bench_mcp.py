@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.benchmarks.throwaway_site import DATA_DIR, ROOT  # first: it sets up Django
+from tests.benchmarks.throwaway_site import (  # first: it sets up Django
+    median_and_p95,
+    serve_without_worker,
+)
 
 # isort: split
 
@@ -39,34 +37,6 @@ from mcp.client.streamable_http import streamable_http_client
 from delegations.models import APIToken
 from tests.conftest import make_user
 from tests.delegations import scripts
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve() -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {**os.environ, "HANDOFF_DATA_DIR": DATA_DIR, "HANDOFF_MAX_PENDING_RUNS_PER_OWNER": "100000",
-           "HANDOFF_MAX_PENDING_RUNS": "100000", "LOG_LEVEL": "WARNING"}
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit("manage.py serve did not start")
-
-
-def _percentiles(timings: list[float]) -> tuple[float, float]:
-    ordered = sorted(timings)
-    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 async def _measure(url: str, token: str, calls: int) -> tuple[list[float], list[float]]:
@@ -101,14 +71,14 @@ def main() -> None:
     from django.contrib.auth.models import User
 
     _, token = APIToken.issue(user=make_user(User, "bench", "composers", password=None), name="bench")
-    process, url = _serve()
+    process, url = serve_without_worker()
     try:
         mcp_ms, rest_ms = asyncio.run(_measure(url, token, calls))
     finally:
         process.terminate()
         process.wait(timeout=10)
-    rows: list[tuple[str, Any, Any]] = [("start_run through /mcp", *_percentiles(mcp_ms)),
-                                        ("POST /api/runs", *_percentiles(rest_ms))]
+    rows: list[tuple[str, Any, Any]] = [("start_run through /mcp", *median_and_p95(mcp_ms)),
+                                        ("POST /api/runs", *median_and_p95(rest_ms))]
     print(f"{calls} calls each, interleaved, one connection each, loopback, no worker")
     print(f"{'call':<26}{'median ms':>10}{'p95 ms':>10}")
     for name, median, p95 in rows:

@@ -3,7 +3,8 @@
 Importing it (before anything imports Django models) points HANDOFF_DATA_DIR at a new
 temporary folder that is removed at exit, sets up Django and puts the project root on
 ``sys.path``; :data:`DATA_DIR` is that folder. A server started from the benchmark in a
-subprocess inherits the environment, so it serves the same database.
+subprocess inherits the environment, so it serves the same database
+(:func:`serve_without_worker` starts one).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import atexit
 import gc
 import os
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,4 +58,37 @@ def time_page(client: Any, url: str, rounds: int) -> tuple[float, float, int]:
         response = client.get(url)
         timings.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200, response.status_code
-    return statistics.median(timings), sorted(timings)[max(0, round(0.95 * len(timings)) - 1)], len(queries)
+    return (*median_and_p95(timings), len(queries))
+
+
+def median_and_p95(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values), sorted(values)[max(0, round(0.95 * len(values)) - 1)]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def serve_without_worker(**env: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``manage.py serve --no-worker`` on a free loopback port over this database, with no
+    bound on waiting runs (runs are written and wait; what a benchmark times is the call),
+    and ``env`` on top: the process and its base URL once /api/health answers."""
+    import httpx
+
+    port = free_port()
+    env = {**os.environ, "HANDOFF_DATA_DIR": DATA_DIR, "HANDOFF_MAX_PENDING_RUNS_PER_OWNER": "100000",
+           "HANDOFF_MAX_PENDING_RUNS": "100000", "LOG_LEVEL": "WARNING", **env}
+    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-worker"],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(f"{url}/api/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("manage.py serve did not start")
