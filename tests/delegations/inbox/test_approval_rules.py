@@ -453,3 +453,27 @@ def test_an_expression_that_does_not_compile_is_refused_on_its_field(author):
     assert saved.match["expression"] == 'tool == "delete_file"'
     # CEL, not Python: a call of a function CEL does not have is an error, which never matches
     assert matched_inputs({"expression": "__import__('os').getcwd() != ''"}, facts()) is None
+
+
+@pytest.mark.parametrize("match", [
+    {"kinds": "capability"}, {"kinds": [1]}, {"arguments": [1, "x"]}, {"arguments": [{"name": "a", "op": "glob"}]},
+    {"arguments": [{"name": "n", "op": "range", "min": "0"}]}, {"arguments": [{"name": "n", "op": "range", "min": 2, "max": 1}]},
+    {"arguments": [{"name": "p", "op": "under", "value": "../etc"}]}, {"skill": "price-check"}, {"skill": {"name": ""}},
+    {"depth": {"max": "two"}}, {"depth": {}}, {"budget_left": {"axis": "max_joy", "min": 1}}, {"expression": 7},
+    {"owners": [""]}, {"root_skill": 3},
+])
+def test_every_malformed_match_is_a_422_through_the_api_never_a_500(client, author, match):
+    body = {"name": "bad", "reason": "x", "effect": "reject", "comment": "no", "match": match}
+    response = client.post("/api/approval-rules", body, content_type="application/json", headers=bearer(author))
+    assert response.status_code == 422, response.content
+    assert response.json()["errors"], response.json()
+
+
+def test_malformed_rule_fields_are_422_each_on_its_field(client, author):
+    body = {"name": " ", "reason": "", "effect": "maybe", "match": {}, "expires_at": "next tuesday"}
+    errors = client.post("/api/approval-rules", body, content_type="application/json",
+                         headers=bearer(author)).json()["errors"]
+    assert set(errors) >= {"name", "reason", "effect", "expires_at"}
+    window = client.post("/api/approval-rules/simulate", {"rule": {"match": {}}, "window": 0},
+                         content_type="application/json", headers=bearer(author))
+    assert window.status_code == 422
