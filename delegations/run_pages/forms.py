@@ -52,6 +52,20 @@ def _limit_error(exc: Exception) -> str:
     return f"This JSON is refused: {exc}."
 
 
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    """``text`` read as a JSON object within the text limits; a ValidationError saying
+    what is wrong with ``what`` otherwise."""
+    try:
+        value = text_limits.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(_json_error(exc)) from None
+    except (text_limits.TextLimitError, RecursionError) as exc:
+        raise forms.ValidationError(_limit_error(exc)) from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError(f"{what} must be a JSON object ({{...}}), not {type(value).__name__}.")
+    return value
+
+
 def _json_error(exc: json.JSONDecodeError) -> str:
     return f"This is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
 
@@ -80,31 +94,11 @@ class RunStartForm(forms.Form):
         self.fields["adapter"].initial = settings.HANDOFF_DEFAULT_ADAPTER
 
     def clean_packet(self) -> dict[str, Any]:
-        try:
-            value = text_limits.loads(self.cleaned_data["packet"])
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(_json_error(exc)) from None
-        except (text_limits.TextLimitError, RecursionError) as exc:
-            raise forms.ValidationError(_limit_error(exc)) from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError(
-                f"The packet must be a JSON object ({{...}}), not {type(value).__name__}.")
-        return value
+        return _json_object(self.cleaned_data["packet"], "The packet")
 
     def clean_adapter_config(self) -> dict[str, Any] | None:
         text = self.cleaned_data.get("adapter_config", "").strip()
-        if not text:
-            return None
-        try:
-            value = text_limits.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(_json_error(exc)) from None
-        except (text_limits.TextLimitError, RecursionError) as exc:
-            raise forms.ValidationError(_limit_error(exc)) from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError(
-                f"The adapter config must be a JSON object ({{...}}), not {type(value).__name__}.")
-        return value
+        return _json_object(text, "The adapter config") if text else None
 
 
 class RetryForm(forms.Form):
