@@ -93,7 +93,8 @@ def rule_simulate(*, rule: ApprovalRule, window: int = SIMULATION_WINDOW) -> Sim
             result.disagreements.append({
                 "id": approval.pk, "title": approval.title, "kind": approval.kind, "rule": verdict,
                 "person": person, "decided_by": approval.decider, "comment": approval.comment,
-                "url": reverse("delegations:inbox_item", args=[approval.pk])})
+                # the asking run's page, where the item and its audit are listed
+                "url": f"{reverse('delegations:run_detail', args=[approval.run_id])}#run-approvals"})
     return result
 
 

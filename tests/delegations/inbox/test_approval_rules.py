@@ -4,6 +4,7 @@ expiry, the audit, saving with versions and bad input."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -310,7 +311,8 @@ def test_simulation_counts_what_a_rule_would_have_done_and_lists_each_disagreeme
     result = rule_simulate(rule=draft)
     assert (result.looked_at, result.approved, result.rejected) == (4, 3, 0)
     assert [d["id"] for d in result.disagreements] == [items["rejected_price"].pk]
-    assert result.disagreements[0]["url"] == f"/inbox/{items['rejected_price'].pk}/item/"
+    link = result.disagreements[0]["url"]
+    assert link == f"/runs/{items['rejected_price'].run_id}/#run-approvals"
     assert result.disagreements[0]["person"] == "reject" and result.approves_what_a_person_rejected
     reject = rule_simulate(rule=ApprovalRule(name="no", match={"arguments": [
         {"name": "url", "op": "host", "value": "*.example.net"}]}, effect="reject", comment="no"))
@@ -385,6 +387,10 @@ def test_make_a_rule_from_an_item_prefills_the_builder_narrowed_to_it_and_shows_
     page = client.get(f"/inbox/rules/new/?item={item.pk}").content.decode()
     assert 'value="prices.example.com"' in page and 'value="http_get"' in page and 'value="price-check"' in page
     assert 'data-sim="approved">3<' in page and "would have approved something a person rejected" in page
+    disagreement = re.search(r'<ul class="disagreements"><li class="bad"><a href="([^"]+)"', page)
+    assert disagreement is not None
+    shown = client.get(disagreement.group(1)).content.decode()
+    assert "not that one" in shown and "rejected" in shown
 
 
 def test_the_builder_saves_a_rule_that_decides_the_next_item_with_the_rule_on_every_page(
