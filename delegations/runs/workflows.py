@@ -90,7 +90,7 @@ def _adapter(name: str, config: dict[str, Any] | None) -> ModelAdapter:
 def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | None = None,
                config: dict[str, Any] | None = None, owner: Any = None,
                delegation: Delegation | None = None, retry_of: Run | None = None,
-               start: bool = True) -> Run:
+               start: bool = True, linted: LintReport | None = None) -> Run:
     """Create a root run. Raises ProtocolError (ERR_INVALID_PACKET with every issue, among
     them a skill the registry lacks or input its input_schema refuses, or
     ERR_INVALID_ADAPTER_CONFIG naming the adapter) for unusable input, before anything is
@@ -100,9 +100,10 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     the runner would reject it;
     otherwise the run waits in PENDING for a slot in its owner's lane (``start=False``: for
     a caller that runs it itself), unless too many runs wait already (RunError 429, with
-    how many and when to try again; nothing is written)."""
+    how many and when to try again; nothing is written). ``linted``: the caller's own
+    :func:`lint_as_run` report of this same ``packet``, so a request lints it once."""
     parsed = parse_packet(packet)
-    report = lint_as_run(parsed)
+    report = linted if linted is not None else lint_as_run(parsed)
     parsed = _pinned(parsed, report)
     name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
     built = _adapter(name, config)

@@ -205,7 +205,7 @@ def _start(request: HttpRequest, params: StartRunParams) -> Run:
         raise ToolError(f"Not started: {len(issues)} issue(s) block this run (lint_packet shows "
                         f"warnings too):\n{_issue_lines(issues)}")
     try:
-        return run_create(packet=packet, adapter=params.adapter or None,
+        return run_create(packet=packet, adapter=params.adapter or None, linted=report,
                           config=params.adapter_config, owner=request.user, delegation=delegation)
     except ProtocolError as exc:
         issues = [issue.as_dict() for issue in exc.issues] or [{"field": "", "message": exc.message}]
