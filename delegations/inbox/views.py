@@ -62,7 +62,8 @@ def _grouped(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _filtered_pending(request: HttpRequest, filters: dict[str, Any]) -> ApprovalQuerySet:
-    items = visible_approvals(request.user).pending().select_related("run", "run__root")
+    items = (visible_approvals(request.user).pending().select_related("run", "run__root", "rule_decision")
+             .prefetch_related("signoffs__user"))
     if filters["kind"]:
         items = items.filter(kind=filters["kind"])
     if filters["risk"]:
@@ -193,13 +194,17 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
         return _edit_confirmation(request, item, data["edited_arguments"], back_to=back_to,
                                   decide_url=decide_url)
     try:
-        approval_decide(approval=approval, user=request.user, decision=decision,
-                        comment=data["comment"], answer=data["answer"],
-                        edited_arguments=data["edited_arguments"] if decision == "edit" else None,
-                        always_allow=data["always_allow"],
-                        budget_limit=_budget_limit(approval, data["budget_limit"]) if decision == "approve" else None)
+        decided = approval_decide(
+            approval=approval, user=request.user, decision=decision, comment=data["comment"],
+            answer=data["answer"], edited_arguments=data["edited_arguments"] if decision == "edit" else None,
+            always_allow=data["always_allow"],
+            budget_limit=_budget_limit(approval, data["budget_limit"]) if decision == "approve" else None)
     except Refusal as error:
         return _decided(request, approval, back_to=back_to, error=f"#{approval.pk}: {_error_text(error)}")
+    if decided.is_pending:   # the first of the two approvals an approval rule requires
+        return _decided(request, approval, back_to=back_to,
+                        notice=f"#{approval.pk}: your approval is recorded; a second, different approver "
+                               f"must approve it too before {resumes} resumes.")
     done = DECIDED.get(decision, decision) + (" and always allowed for this run" if data["always_allow"] else "")
     return _decided(request, approval, back_to=back_to, notice=f"#{approval.pk} {done}; {resumes} resumes.")
 

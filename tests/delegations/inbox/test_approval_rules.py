@@ -483,3 +483,19 @@ def test_malformed_rule_fields_are_422_each_on_its_field(client, author):
     window = client.post("/api/approval-rules/simulate", {"rule": {"match": {}}, "window": 0},
                          content_type="application/json", headers=bearer(author))
     assert window.status_code == 422
+
+
+def test_the_inbox_says_an_item_needs_two_approvers_and_who_approved_first(
+        client, author, composer, approver, second_approver, immediate_tasks):
+    a_rule(author, "two_approvers", name="deletes need two")
+    run = deleting_run(composer)
+    item = only_item(run)
+    client.force_login(approver)
+    assert "needs the approval of two different people" in client.get("/inbox/").content.decode()
+    answer = client.post(f"/inbox/{item.pk}/decision/", {"decision": "approve"}, follow=True).content.decode()
+    assert "a second, different approver must approve it too" in answer
+    assert "alice approved first" in answer
+    client.force_login(second_approver)
+    client.post(f"/inbox/{item.pk}/decision/", {"decision": "approve"})
+    run.refresh_from_db()
+    assert run.state == "COMPLETE" and only_item(run).decided_by == second_approver
