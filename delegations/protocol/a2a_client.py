@@ -5,8 +5,8 @@ One call (:func:`delegate`) sends the packet's input as a data part and the goal
 follows the remote task's stream and says how it ended (:class:`RemoteOutcome`): its
 result, the question of an INPUT_REQUIRED, the request of an AUTH_REQUIRED, or why it
 failed. The time budget is enforced here: past ``deadline_s`` the remote task is cancelled.
-A caller that checkpointed the task id (``on_task``) resumes with ``task_id`` and
-subscribes again instead of sending twice. Every failure of the remote side (down, a card
+A caller that checkpointed the task id (``on_task``) resumes with ``task_id``: the task is
+read again (and subscribed to while it still runs) instead of being sent twice. Every failure of the remote side (down, a card
 that does not parse, a garbled stream, no end in time) is a :class:`RemoteAgentError` with
 the reason; the secret is read from its variable at call time and never appears in one.
 """
@@ -124,7 +124,7 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
     import httpx
     from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
     from a2a.helpers.proto_helpers import new_data_part, new_text_part
-    from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest, SubscribeToTaskRequest
+    from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
     from google.protobuf.json_format import ParseDict
     from google.protobuf.struct_pb2 import Struct
 
@@ -143,7 +143,7 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         try:
             async with asyncio.timeout(deadline_s):
                 if task_id:
-                    stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
+                    stream = await _resumed(client, task_id)
                 else:
                     message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER,
                                       parts=[new_data_part(input_data), new_text_part(goal)],
@@ -162,6 +162,21 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         except Exception as exc:
             raise RemoteAgentError(f"remote agent {config.name} failed: {type(exc).__name__}: "
                                    f"{_without(str(exc), headers)[:300]}") from None
+
+
+async def _resumed(client: Any, task_id: str) -> Any:
+    """The events of a task sent before: the task as it stands when it has ended or waits
+    for someone (a subscription would be refused), else a new subscription to it."""
+    from a2a.types.a2a_pb2 import GetTaskRequest, StreamResponse, SubscribeToTaskRequest, TaskState
+
+    task = await client.get_task(GetTaskRequest(id=task_id))
+    if TaskState.Name(task.status.state) not in TERMINAL | INTERRUPTED:
+        return client.subscribe(SubscribeToTaskRequest(id=task_id))
+
+    async def as_it_stands() -> Any:
+        yield StreamResponse(task=task)
+
+    return as_it_stands()
 
 
 async def _announcing(stream: Any, outcome: RemoteOutcome,

@@ -54,7 +54,7 @@ from delegations.runs.approval_gate import DjangoApprovalGate
 from delegations.runs.checkpoints import DjangoCheckpointStore
 from delegations.runs.database_thread import DatabaseThread
 from delegations.runs.record import record_end
-from delegations.runs.runner_setup import adapter_config, mcp_tools, runner_settings
+from delegations.runs.runner_setup import adapter_config, mcp_tools, remote_agents, runner_settings
 from delegations.runs.sink import DjangoEventSink, EventListener
 from skills.models import Skill
 
@@ -181,7 +181,8 @@ class Execution:
         self.checkpoints = DjangoCheckpointStore(self.sink)
         self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
         self.runner = Runner(sink=self.sink, gate=self.gate, checkpoints=self.checkpoints,
-                             settings=runner_settings(), skills=self.skill_manifest, mcp=mcp_tools())
+                             settings=runner_settings(), skills=self.skill_manifest, mcp=mcp_tools(),
+                             remote=remote_agents())
         self._cancelled: set[str] = set()
         self._resume = run.has_checkpoint
 

@@ -6,8 +6,8 @@ the start of a secret, so the run rows, pages, exports, the admin and websocket 
 which all read what was stored, never hold one. :class:`SecretsLogFilter` does the same
 for log lines. The secrets are the values of: the environment variables the model
 endpoints name for their keys, ``HANDOFF_SECRET_ENV_VARS``, the MCP servers' secrets
-(every ``HANDOFF_MCP_SECRET_*`` variable), ``SECRET_KEY``, and the
-passwords in ``DATABASE_URL``, ``REDIS_URL``, ``HANDOFF_CACHE_URL`` and the inbox webhook's URL.
+(every ``HANDOFF_MCP_SECRET_*`` variable), the remote A2A agents' (every
+``HANDOFF_A2A_SECRET_*``), ``SECRET_KEY``, and the passwords in ``DATABASE_URL``, ``REDIS_URL``, ``HANDOFF_CACHE_URL`` and the inbox webhook's URL.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from delegations.protocol.a2a_client import SECRET_ENV_PREFIX as A2A_SECRET_ENV_PREFIX
 from delegations.protocol.mcp_client import SECRET_ENV_PREFIX
 from delegations.protocol.redaction import Redactor
 
@@ -34,7 +35,8 @@ def secret_values() -> tuple[str, ...]:
     names = {endpoint.api_key_env for endpoint in settings.HANDOFF_MODEL_ENDPOINTS.values()
              if endpoint.api_key_env}
     names.update(settings.HANDOFF_SECRET_ENV_VARS)
-    names.update(name for name in os.environ if name.startswith(SECRET_ENV_PREFIX))
+    names.update(name for name in os.environ
+                 if name.startswith((SECRET_ENV_PREFIX, A2A_SECRET_ENV_PREFIX)))
     values = [os.environ.get(name) for name in sorted(names)]
     values.append(settings.SECRET_KEY)
     values += [database.get("PASSWORD") for database in settings.DATABASES.values()]

@@ -47,6 +47,7 @@ from .state import ActiveRun, Scope
 from .tool_calls import ToolCalls
 
 if TYPE_CHECKING:
+    from ..a2a_tools import RemoteAgents
     from ..manifest import SkillManifest
     from ..mcp_client import McpTools
 
@@ -61,22 +62,24 @@ class Runner:
 
     def __init__(self, *, sink: EventSink, gate: ApprovalGate, checkpoints: CheckpointStore,
                  settings: RunnerSettings | None = None, skills: SkillResolver | None = None,
-                 mcp: McpTools | None = None) -> None:
+                 mcp: McpTools | None = None, remote: RemoteAgents | None = None) -> None:
         """``skills`` looks up a skill a packet names; ``mcp`` holds the tools of the host's
-        MCP servers (None: no MCP server is configured)."""
+        MCP servers (None: no MCP server is configured); ``remote`` the skills of its remote
+        A2A agents (None: none is configured)."""
         self.sink = sink
         self.gate = gate
         self.checkpoints = checkpoints
         self.settings = settings if settings is not None else RunnerSettings()
         self.skills = skills
         self.mcp = mcp
+        self.remote = remote
         self._workspace_root = str(self.settings.workspace_root)
         self._lint_limits = self.settings.lint_limits   # read once: lint runs for every child
         self._runs: dict[str, ActiveRun] = {}     # the runs working in this process now
         self._report = Reporter(sink, checkpoints, self._runs)
         questions = Questions(gate, self._report)
         self._model = ModelTurns(self.settings, self._report, questions)
-        self._tools = ToolCalls(self.settings, self._report, questions, mcp)
+        self._tools = ToolCalls(self.settings, self._report, questions, mcp, remote)
         self._children = Children(self.settings, self._report, checkpoints, self._drive)
         self._judge = Judge(self.settings, self._report, questions)
 
@@ -312,7 +315,7 @@ class Runner:
         if run.parent is not None:
             deadline = min(deadline, run.parent.clock.deadline)
         clock.deadline = deadline
-        grant(run, self.settings, self.mcp)
+        grant(run, self.settings, self.mcp, self.remote)
 
     async def _list_mcp_tools(self, run: ActiveRun) -> None:
         """The MCP servers' tools as they are now (a recent listing is reused); a server
