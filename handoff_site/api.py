@@ -29,6 +29,7 @@ from delegations.models import WorkerHeartbeat
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.text_limits import TextLimitError
 from delegations.refusals import Refusal
+from delegations.remote_agents import api as remote_agents_api
 from delegations.runs import api as runs_api
 from skills import api as skills_api
 
@@ -60,6 +61,7 @@ api.add_router("/runs", runs_api.router)
 api.add_router("/approvals", inbox_api.router)
 api.add_router("/approval-rules", rules_api.router)
 api.add_router("/mcp-servers", mcp_servers_api.router)
+api.add_router("/remote-agents", remote_agents_api.router)
 api.add_router("/protocol", runs_api.protocol_router)
 
 

@@ -17,6 +17,7 @@ from delegations.models import (
     Delegation,
     ImportedRun,
     McpServer,
+    RemoteAgent,
     Run,
 )
 from delegations.runs.export import run_export, run_import
@@ -43,6 +44,7 @@ class World:
     tokens: dict[str, str]
     imported: ImportedRun
     mcp_server: McpServer
+    remote_agent: RemoteAgent
     rule: ApprovalRule
 
     def url_kwargs(self) -> dict[str, Any]:
@@ -51,6 +53,7 @@ class World:
                 "delegation_id": self.delegation.pk, "node_id": self.child.pk,
                 "token_id": self.token.pk, "name": self.skill.name, "version": self.skill.version,
                 "imported_id": self.imported.pk, "server_id": self.mcp_server.pk,
+                "agent_id": self.remote_agent.pk,
                 "rule_id": self.rule.pk}
 
 
@@ -83,8 +86,11 @@ def world(db: None) -> World:
     imported = run_import(source=run_export(run), owner=owner)
     mcp_server = McpServer.objects.create(name="sec-tools", url="http://127.0.0.1:9/mcp",
                                           allowed_tools=["forecast"])
+    remote_agent = RemoteAgent.objects.create(name="sec-agent", card_url="http://127.0.0.1:9",
+                                              allowed_skills=["answer"])
     rule = ApprovalRule.objects.create(name="sec rule", reason="budget items stop here", effect="reject",
                                        comment="No.", match={"kinds": ["budget"]}, owner=users["superuser"])
     return World(users=users, run=run, approval=approval, delegation=delegation, child=child,
                  skill=skill, token=token, tokens=tokens, imported=imported, mcp_server=mcp_server,
+                 remote_agent=remote_agent,
                  rule=rule)

@@ -176,6 +176,11 @@ API = {
     "GET /api/mcp-servers/{server_id}":                 "401 403 403 403 403 200",
     "PUT /api/mcp-servers/{server_id}":                 "401 403 403 403 403 200",
     "DELETE /api/mcp-servers/{server_id}":              "401 403 403 403 403 204",
+    "GET /api/remote-agents":                           "401 403 403 403 403 200",
+    "POST /api/remote-agents":                          "401 403 403 403 403 201",
+    "GET /api/remote-agents/{agent_id}":                "401 403 403 403 403 200",
+    "PUT /api/remote-agents/{agent_id}":                "401 403 403 403 403 200",
+    "DELETE /api/remote-agents/{agent_id}":             "401 403 403 403 403 204",
     # a rule is a standing approval: approvers read rules, rule authors (and superusers) write
     # them; a rule author's token is tested in tests/delegations/inbox/test_approval_rules.py
     "GET /api/approval-rules":                          "401 403 403 200 403 200",
@@ -213,6 +218,9 @@ def _api_request(key: str, world: World) -> tuple[str, Any]:
         "POST /api/mcp-servers": ("", {"name": "table-tools", "url": "http://127.0.0.1:9/mcp",
                                        "allowed_tools": ["forecast"]}),
         "PUT /api/mcp-servers/{server_id}": ("", {"enabled": False}),
+        "POST /api/remote-agents": ("", {"name": "table-agent", "card_url": "http://127.0.0.1:9",
+                                         "allowed_skills": ["answer"]}),
+        "PUT /api/remote-agents/{agent_id}": ("", {"enabled": False}),
         "POST /api/approval-rules": ("", _RULE),
         "POST /api/approval-rules/simulate": ("", {"rule": _RULE}),
         "PUT /api/approval-rules/{rule_id}": ("", {"reason": "still stops here", "base_version": 1}),
