@@ -43,7 +43,10 @@ ASGIApp = Callable[..., Awaitable[None]]
 audit = logging.getLogger("handoff.a2a")
 
 PREFIX = "/a2a/"
-CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent.json")   # 1.0, and 0.3's name
+# 1.0's path, 0.3's name, and the same card under the JSON-RPC URL, where clients handed
+# only that URL (the A2A test kit among them) look for it; the card is public everywhere
+CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent.json",
+              f"{JSONRPC_PATH}{AGENT_CARD_WELL_KNOWN_PATH}")
 
 
 def serves(path: str) -> bool:

@@ -182,6 +182,15 @@ class HandoffContext(_Part):
     summary: str | None = None
 
 
+class A2ATaskContext(_Part):
+    """Where a task that came over A2A sits: the caller's ``contextId`` and the tasks it
+    follows (``referenceTaskIds``, a retry's). Handoff's A2A server writes it and reads it
+    back for the task and for ListTasks' contextId filter."""
+
+    context_id: str | None = None
+    reference_task_ids: list[str] = Field(default_factory=list)
+
+
 class HandoffMetadata(_Part):
     """The HandoffPackage format's ``metadata``; dates are kept as the ISO text they came as."""
 
@@ -191,6 +200,7 @@ class HandoffMetadata(_Part):
     priority: Number | None = None
     deadline: str | None = None
     attempt: Count | None = Field(default=None, ge=1)
+    a2a: A2ATaskContext | None = None
 
 
 _NO_BUDGET = Budget()

@@ -91,6 +91,8 @@ def test_the_card_lists_each_skill_with_its_schemas_in_handoffs_extension(
     assert card["securitySchemes"]["handoffToken"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert {i["protocolBinding"] for i in card["supportedInterfaces"]} == {"JSONRPC", "HTTP+JSON"}
     assert all(i["url"].startswith(live_url) for i in card["supportedInterfaces"])
+    # a client handed only the JSON-RPC URL finds the same card under it, without a token
+    assert httpx.get(f"{live_url}/a2a/jsonrpc/.well-known/agent-card.json").json() == card
 
 
 async def test_the_extended_card_lists_what_the_callers_token_may_run(
@@ -147,7 +149,9 @@ def test_a_text_alone_is_the_goal_of_a_task_lint_reads(live_url: str, composer_a
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     run = httpx.get(f"{live_url}/api/runs/{task['id']}", headers=composer_api).json()
     assert run["goal"] == "Say which of three caching options is cheapest."
-    assert "OUTPUT_SCHEMA_MISSING" in {finding["code"] for finding in run["findings"]}
+    codes = {finding["code"] for finding in run["findings"]}
+    assert "OUTPUT_SCHEMA_MISSING" in codes
+    assert "UNKNOWN_FIELD" not in codes   # the task's A2A context is a field of Handoff's own
 
 
 # -- a person in the loop -----------------------------------------------------------------------
