@@ -6,12 +6,25 @@ against a stand-in OpenAI-compatible server on loopback that answers every turn 
 with a yield_control call: what is tested is the A2A layer, not a model (the local model
 made the kit's blocking sends take over ten minutes on two busy cores).
 
-Known disagreements (kit snapshot 410ba92): the kit sends SendMessage without
-returnImmediately and then expects the task to be WORKING, but a blocking send answers
-once the task ended (A2A 1.0); with a model that took 3 s per turn those tests still
-failed, so the stand-in answers at once. It looks for the card under the JSON-RPC URL
-(``/a2a/jsonrpc/.well-known/agent-card.json``), which needs a token like every /a2a/
-route; the card is served at the site's own ``/.well-known/agent-card.json``. The kit's code is not part of Handoff: check it out and
+Where the kit (snapshot 410ba92) and A2A 1.0 disagree, Handoff follows the spec; the 24
+mandatory tests still failing (64 passed, 28 skipped, in about 2 min) are these:
+
+- 21 need a task still WORKING after a SendMessage sent without ``returnImmediately``
+  (the ListTasks tests wait 5 s for WORKING; the cancel, continue and history tests act
+  on the task). The spec's SendMessageConfiguration: "If false (default), the operation
+  MUST wait until the task reaches a terminal (COMPLETED, FAILED, CANCELED, REJECTED) or
+  interrupted (INPUT_REQUIRED, AUTH_REQUIRED) state before returning", so the task a
+  blocking send answers with has ended (or waits for someone); the kit's own reference
+  agent (a2a-java's tck module) returns while WORKING and never finishes.
+- ListTasks with ``status: "INVALID_STATUS"`` expects -32602, but the SDK's JSON-RPC
+  parser reads an unknown enum name as 0 (unspecified) before Handoff sees the request.
+- The public card "exposes sensitive information": the kit's pattern matches the word
+  "token" in the bearer scheme's name and description, which the spec asks the card to
+  declare.
+- The push-notification error test calls the kit's own helper with four arguments where
+  it takes three (a TypeError inside the kit).
+
+The kit's code is not part of Handoff: check it out and
 give it a Python of its own with its requirements installed::
 
     git clone https://github.com/a2aproject/a2a-tck /tmp/a2a-tck
@@ -31,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -49,7 +63,7 @@ class InstantModel(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         call = {"index": 0, "id": "call_1", "type": "function",
                 "function": {"name": "yield_control", "arguments": json.dumps(ANSWER)}}
-        chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]},
+        chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]},
                                 "finish_reason": None}]},
                   {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}]
@@ -102,8 +116,11 @@ def main() -> int:
             try:
                 started = time.monotonic()
                 report = Path(folder) / "report.json"
+                # the JSON-RPC URL (the kit posts raw requests there and reads the card under
+                # it), by name: the kit takes 127.0.0.1 in a card for a leaked internal address
+                site = url.replace("127.0.0.1", "localhost")
                 kit = subprocess.run(
-                    [args.python, "run_tck.py", "--sut-url", f"{url}/a2a/jsonrpc",
+                    [args.python, "run_tck.py", "--sut-url", f"{site}/a2a/jsonrpc",
                      "--category", args.category, "--compliance-report", str(report)],
                     cwd=args.tck, env={**os.environ, "A2A_AUTH_TYPE": "bearer", "A2A_AUTH_TOKEN": token})
                 print(f"\nThe kit's {args.category} category took {time.monotonic() - started:.0f} s "
