@@ -4,7 +4,8 @@ from what the host hands in (:class:`RemoteAgentConfig`, built by the worker fro
 One call (:func:`delegate`) sends the packet's input as a data part and the goal as text,
 follows the remote task's stream and says how it ended (:class:`RemoteOutcome`): its
 result, the question of an INPUT_REQUIRED, the request of an AUTH_REQUIRED, or why it
-failed. The time budget is enforced here: past ``deadline_s`` the remote task is cancelled.
+failed. The time budget is enforced here: past ``deadline_s`` the remote task is cancelled,
+as it is when the caller's task is cancelled.
 A caller that checkpointed the task id (``on_task``) resumes with ``task_id``: the task is
 read again (and subscribed to while it still runs) instead of being sent twice. Every failure of the remote side (down, a card
 that does not parse, a garbled stream, no end in time) is a :class:`RemoteAgentError` with
@@ -152,6 +153,10 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
                     stream = client.send_message(SendMessageRequest(message=message))
                     stream = _announcing(stream, outcome, on_task)
                 return _checked(await _follow(stream, outcome), config)
+        except asyncio.CancelledError:
+            # the local run was cancelled (or timed out): its remote task goes with it
+            await _cancel(client, outcome.task_id)
+            raise
         except TimeoutError:
             await _cancel(client, outcome.task_id)
             raise RemoteAgentError(

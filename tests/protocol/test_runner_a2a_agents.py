@@ -5,7 +5,11 @@ worker that dies after sending reads the remote task again instead of sending it
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +174,50 @@ async def test_a_remote_call_whose_worker_died_reads_the_remote_task_again_inste
     [result] = results(sink, "r-a2a-dies")
     assert result["ok"] and result["result"]["task_id"] == checkpoint_record["remote_task"]
     assert result["result"]["result"]["output_payload"] == {"answer": 42}
+
+
+async def test_cancelling_the_local_run_cancels_its_remote_task(
+        sink: MemorySink, settings: RunnerSettings, workspace: Path, remote: tuple[str, ScriptedAgent]) -> None:
+    url, agent = remote
+    cancelled_before = len(agent.cancelled)
+    runner = a2a_runner(sink, settings, agents(url))
+    adapter = ScriptedAdapter({"script": [call_turn("a2a__remote__hang", GOAL), yield_turn()]})
+    started = asyncio.create_task(runner.start(root_packet(capabilities=["search"]), adapter=adapter,
+                                               run_id="r-a2a-cancel", workspace=workspace))
+    for _ in range(200):
+        if [e for e in sink.of_run("r-a2a-cancel") if e.type == "tool_call"] and agent.seen[-1]["skill"] == "hang":
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)       # the remote task exists and its id is known
+    assert runner.cancel("r-a2a-cancel")
+    outcome = await started
+    assert outcome.state is RunState.CANCELLED
+    assert len(agent.cancelled) == cancelled_before + 1
+
+
+def test_a_runner_with_remote_agents_loads_the_a2a_sdk_only_when_one_is_called() -> None:
+    program = textwrap.dedent('''
+        import asyncio, sys
+        from delegations.protocol.a2a_client import RemoteAgentConfig
+        from delegations.protocol.a2a_tools import RemoteAgents
+        from delegations.protocol.adapters.scripted import ScriptedAdapter
+        from delegations.protocol.approvals import AutoGate
+        from delegations.protocol.checkpoints import MemoryCheckpointStore
+        from delegations.protocol.events import MemorySink
+        from delegations.protocol.runner import Runner
+        from tests.protocol.conftest import root_packet, yield_turn
+
+        async def main():
+            remote = RemoteAgents([RemoteAgentConfig(name="far", card_url="http://127.0.0.1:9",
+                                                     skills=("answer",))], result_max_bytes=65536)
+            runner = Runner(sink=MemorySink(), gate=AutoGate(), checkpoints=MemoryCheckpointStore(),
+                            remote=remote)
+            outcome = await runner.start(root_packet(capabilities=["network_outbound"]),
+                                         adapter=ScriptedAdapter({"script": [yield_turn()]}))
+            print(outcome.state.value, "a2a" in sys.modules)
+
+        asyncio.run(main())
+    ''')
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["COMPLETE", "False"], done.stderr
