@@ -169,6 +169,24 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
                                    f"{_without(str(exc), headers)[:300]}") from None
 
 
+async def cancel(config: RemoteAgentConfig, task_id: str, *,
+                 environ: Mapping[str, str] | None = None) -> None:
+    """Cancel the remote task ``task_id``, best effort (a task left waiting for input or
+    sign-in nobody will give, say)."""
+    import os
+
+    import httpx
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+    headers = _headers(config, environ if environ is not None else os.environ)
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(10)) as http:
+        try:
+            card = await asyncio.wait_for(A2ACardResolver(http, config.card_url).get_agent_card(), 10)
+        except Exception:   # the caller's failure already says what matters
+            return
+        await _cancel(ClientFactory(ClientConfig(httpx_client=http)).create(card), task_id)
+
+
 async def _resumed(client: Any, task_id: str) -> Any:
     """The events of a task sent before: the task as it stands when it has ended or waits
     for someone (a subscription would be refused), else a new subscription to it."""

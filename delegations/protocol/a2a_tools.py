@@ -9,7 +9,8 @@ the run's time (the remote task is cancelled when it runs out). Each message sen
 a model call and costs the agent's declared price. The remote task id is handed to the
 caller as soon as it is known, so a resumed worker reads the task again instead of sending
 it twice. A remote task that ends in anything but COMPLETED, or stops to ask for input or
-sign-in (not relayed to the local inbox: the call fails with the remote's words), is an
+sign-in (not relayed to the local inbox: the call fails with the remote's words and the
+remote task is cancelled, so it does not wait for an answer nobody gives), is an
 ERR_TOOL_FAILURE naming agent and skill, and the run goes on. Nothing of ``a2a`` is
 imported until a call is made.
 """
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .a2a_client import RemoteAgentConfig, RemoteAgentError, delegate
+from .a2a_client import INTERRUPTED, RemoteAgentConfig, RemoteAgentError, cancel, delegate
 from .budgets import Usage
 from .errors import ErrorCode, ProtocolError
 from .redaction import Redactor
@@ -108,6 +109,9 @@ class RemoteAgents:
         scrub = Redactor([self.environ.get(agent.secret_env, "")] if agent.secret_env else [])
         if outcome.state != "TASK_STATE_COMPLETED":
             said = scrub.text(outcome.status_text)[:500] or "no message"
+            if outcome.state in INTERRUPTED:    # nobody here will answer it: not left waiting
+                await cancel(agent, outcome.task_id, environ=self.environ)
+                said += " (its task was cancelled)"
             raise _failure(remote, f"its task {outcome.task_id} ended {outcome.state}: {said}")
         answer = {"agent": agent.name, "skill": remote.skill, "task_id": outcome.task_id,
                   "result": scrub.value(outcome.result)}

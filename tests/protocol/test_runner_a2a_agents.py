@@ -131,13 +131,16 @@ async def test_an_approval_required_capability_parks_the_call_until_a_person_app
 async def test_a_remote_that_fails_or_waits_for_someone_fails_the_call_with_its_words_and_the_run_goes_on(
         sink: MemorySink, settings: RunnerSettings, workspace: Path, remote: tuple[str, ScriptedAgent],
         skill: str, says: str) -> None:
-    url, _ = remote
+    url, agent = remote
+    cancelled_before = len(agent.cancelled)
     runner = a2a_runner(sink, settings, agents(url))
     outcome, _ = await run_script(runner, [call_turn(f"a2a__remote__{skill}", GOAL)], ["search"], workspace)
     assert outcome.state is RunState.COMPLETE
     [result] = results(sink, outcome.run_id)
     assert result["error"]["code"] == "ERR_TOOL_FAILURE"
     assert "'remote'" in result["error"]["message"] and says in result["error"]["message"]
+    # a task left waiting for someone is cancelled; a failed one has ended already
+    assert len(agent.cancelled) == cancelled_before + (skill != "fail")
 
 
 async def test_a_remote_that_hangs_past_the_runs_time_is_cancelled_remotely_before_the_run_times_out(
