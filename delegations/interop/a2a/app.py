@@ -22,7 +22,7 @@ from a2a.server.routes import (
     create_jsonrpc_routes,
     create_rest_routes,
 )
-from a2a.types.a2a_pb2 import AgentCard
+from a2a.types.a2a_pb2 import AgentCard, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, VERSION_HEADER
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -111,6 +111,54 @@ async def _answer(send: Any, status: int, detail: str, headers: dict[str, str] |
     await send({"type": "http.response.body", "body": body})
 
 
+async def _buffered(receive: Any) -> tuple[bytes, Any]:
+    """The request's whole body, and a ``receive`` that hands it to the routes again once,
+    then passes on what follows (a stream listens there for the caller going away)."""
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    body, replayed = b"".join(chunks), False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal replayed
+        if replayed:
+            return dict(await receive())
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, replay
+
+
+def _unknown_status(body: bytes) -> tuple[Any, str] | None:
+    """A ListTasks ``status`` that names no task state: its request id and what to fix. The
+    SDK's parser reads an unknown enum name as unspecified (it ignores unknown fields for
+    forward compatibility, which protobuf extends to enum names), so the request would list
+    every task instead of saying the filter is wrong."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None   # the SDK answers a body that is not JSON with its parse error
+    if not isinstance(request, dict) or request.get("method") != "ListTasks":
+        return None
+    params = request.get("params")
+    status = params.get("status") if isinstance(params, dict) else None
+    if not isinstance(status, str) or status in TaskState.keys():  # noqa: SIM118 (an enum wrapper, not a dict)
+        return None
+    return request.get("id"), (f"Unknown status {status!r}; use one of "
+                               f"{', '.join(TaskState.keys()[1:])}.")
+
+
+async def _answer_rpc(send: Any, request_id: Any, message: str) -> None:
+    """The spec's InvalidParams answer (-32602), as the JSON-RPC transport gives it."""
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id,
+                       "error": {"code": -32602, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def _authenticate(token: str, address: str) -> Any:
     """The REST API's own token check (same failed-token limit): the user, or None."""
     request = HttpRequest()
@@ -144,6 +192,12 @@ class A2AGate:
                 return
             scope["handoff_user"] = user
             audit.info("a2a %s %s by %s", scope["method"], scope["path"], user.get_username())
+        if scope["method"] == "POST" and scope["path"] == JSONRPC_PATH:
+            body, receive = await _buffered(receive)
+            refusal = _unknown_status(body)
+            if refusal is not None:
+                await _answer_rpc(send, *refusal)
+                return
         _base_url.set(base_url)
         await self.inner(scope, receive, self._with_security_headers(send, secure))
 

@@ -311,6 +311,7 @@ def test_a_host_outside_allowed_hosts_is_refused(live_url: str, composer_api: di
     ({"pageSize": 101}, "pageSize must be between 1 and 100"),
     ({"historyLength": -1}, "historyLength must be 0 or more"),
     ({"status": 99}, "Unknown status 99"),
+    ({"status": "TASK_STATE_DONE"}, "Unknown status 'TASK_STATE_DONE'"),
     ({"pageToken": "page-two"}, "not one this server gave"),
 ])
 def test_list_tasks_refuses_parameters_it_cannot_honour(live_url: str, composer_api: dict[str, str],
