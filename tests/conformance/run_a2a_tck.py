@@ -6,8 +6,8 @@ against a stand-in OpenAI-compatible server on loopback that answers every turn 
 with a yield_control call: what is tested is the A2A layer, not a model (the local model
 made the kit's blocking sends take over ten minutes on two busy cores).
 
-Where the kit (snapshot 410ba92) and A2A 1.0 disagree, Handoff follows the spec; the 24
-mandatory tests still failing (64 passed, 28 skipped, in about 2 min) are these:
+Where the kit (snapshot 410ba92) and A2A 1.0 disagree, Handoff follows the spec; the 23
+mandatory tests still failing (65 passed, 28 skipped, in about 2 min) are these:
 
 - 21 need a task still WORKING after a SendMessage sent without ``returnImmediately``
   (the ListTasks tests wait 5 s for WORKING; the cancel, continue and history tests act
@@ -16,8 +16,6 @@ mandatory tests still failing (64 passed, 28 skipped, in about 2 min) are these:
   interrupted (INPUT_REQUIRED, AUTH_REQUIRED) state before returning", so the task a
   blocking send answers with has ended (or waits for someone); the kit's own reference
   agent (a2a-java's tck module) returns while WORKING and never finishes.
-- ListTasks with ``status: "INVALID_STATUS"`` expects -32602, but the SDK's JSON-RPC
-  parser reads an unknown enum name as 0 (unspecified) before Handoff sees the request.
 - The public card "exposes sensitive information": the kit's pattern matches the word
   "token" in the bearer scheme's name and description, which the spec asks the card to
   declare.
