@@ -56,9 +56,9 @@ from delegations.protocol.budgets import Budget, Usage, parse_budget
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.schemas import validate_instance
 from delegations.protocol.tools import RUNTIME_TOOLS
+from delegations.refusals import Refusal
 from delegations.runs.maintenance import approval_expire
 from delegations.runs.queue import enqueue_run
-from delegations.runs.workflows import RunError
 
 NOT_AN_APPROVER = ("Deciding needs the approver role: ask an admin to add you to the "
                    "“approvers” group, or ask an approver to decide.")
@@ -74,17 +74,17 @@ def decide_refusal(user: Any, approval: Approval) -> str | None:
     return refusal.message if refusal is not None else None
 
 
-def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> RunError | None:
+def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> Refusal | None:
     # an item nobody can decide any more says so first: that holds whoever asks
     closed = closed_reason(approval, now)
     if closed is not None:
-        return RunError(closed, status=409)
+        return Refusal(closed, status=409)
     if approval.kind == ApprovalKind.CLARIFICATION and owns_run(user, approval.run):
         return None   # the person who started the run answers its question: an answer grants nothing
     if not can_approve(user):
-        return RunError(NOT_AN_APPROVER, status=403)
+        return Refusal(NOT_AN_APPROVER, status=403)
     if not settings.HANDOFF_ALLOW_SELF_APPROVAL and owns_run(user, approval.run):
-        return RunError(OWN_RUN, status=403)
+        return Refusal(OWN_RUN, status=403)
     return None
 
 
@@ -146,10 +146,10 @@ def _choice(approval: Approval, decision: str) -> Decision:
     try:
         choice = Decision(decision)
     except ValueError:
-        raise RunError(f"decision must be one of {names} for a {approval.kind} item, "
+        raise Refusal(f"decision must be one of {names} for a {approval.kind} item, "
                        f"not {decision!r}.", status=422) from None
     if choice not in allowed:
-        raise RunError(f"decision '{choice.value}' does not fit a {approval.kind} item; "
+        raise Refusal(f"decision '{choice.value}' does not fit a {approval.kind} item; "
                        f"choose {names}.", status=422)
     return choice
 
@@ -159,24 +159,24 @@ def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer:
                   budget_limit: dict[str, Any] | None) -> None:
     """422 for what the decision lacks or carries that does not belong to it."""
     if choice == Decision.REJECT and not comment:
-        raise RunError("A rejection needs a comment saying why (it is shown to the run).", status=422)
+        raise Refusal("A rejection needs a comment saying why (it is shown to the run).", status=422)
     if choice == Decision.ANSWER and not answer:
-        raise RunError("decision 'answer' needs the answer text in 'answer'.", status=422)
+        raise Refusal("decision 'answer' needs the answer text in 'answer'.", status=422)
     if choice == Decision.EDIT:
         if not isinstance(edited_arguments, dict):
-            raise RunError("decision 'edit' needs 'edited_arguments', a JSON object with the "
+            raise Refusal("decision 'edit' needs 'edited_arguments', a JSON object with the "
                            "tool call's new arguments.", status=422)
         errors = validate_edited_arguments(approval, edited_arguments)
         if errors:
-            raise RunError(f"The edited arguments do not fit the tool's schema: {'; '.join(errors)}",
+            raise Refusal(f"The edited arguments do not fit the tool's schema: {'; '.join(errors)}",
                            status=422, details={"errors": errors})
     elif edited_arguments is not None:
-        raise RunError("edited_arguments go with decision 'edit' only.", status=422)
+        raise Refusal("edited_arguments go with decision 'edit' only.", status=422)
     if always_allow and (approval.kind not in ALWAYS_ALLOW_KINDS or choice not in ALWAYS_ALLOW_DECISIONS):
-        raise RunError("always_allow goes with approve or edit on a tool call (capability) item only.",
+        raise Refusal("always_allow goes with approve or edit on a tool call (capability) item only.",
                        status=422)
     if budget_limit is not None and (approval.kind != ApprovalKind.BUDGET or choice != Decision.APPROVE):
-        raise RunError("budget_limit goes with approve on a budget item only.", status=422)
+        raise Refusal("budget_limit goes with approve on a budget item only.", status=422)
 
 
 def run_budgets(runs: Sequence[Run]) -> dict[str, tuple[Budget, Usage]]:
@@ -204,7 +204,7 @@ def _raised_limits(run: Run, budget_limit: dict[str, Any]) -> Budget:
     raised, problems = raised_budget(budget, budget_limit, usage=usage,
                                      ancestors=ancestors_left(figures[a.pk] for a in ancestors))
     if problems:
-        raise RunError(f"The raised budget cannot be taken: {' '.join(problems)}", status=422,
+        raise Refusal(f"The raised budget cannot be taken: {' '.join(problems)}", status=422,
                        details={"errors": problems})
     return raised
 
@@ -215,7 +215,7 @@ def approval_decide(*, approval: Approval, user: Any, decision: str, comment: st
                     answer: str = "", edited_arguments: dict[str, Any] | None = None,
                     always_allow: bool = False, budget_limit: dict[str, Any] | None = None) -> Approval:
     """Record a person's decision and resume the parked tree from its checkpoint. Raises
-    RunError: 403 (not an approver, their own run), 409 (decided, expired, cancelled), 422
+    Refusal: 403 (not an approver, their own run), 409 (decided, expired, cancelled), 422
     (a decision the kind does not allow, or what it needs missing or invalid)."""
     comment, answer = comment.strip(), answer.strip()
     refusal = _refusal(user, approval)
@@ -236,7 +236,7 @@ def approval_decide(*, approval: Approval, user: Any, decision: str, comment: st
                     edited_arguments=edited_arguments, always_allow=always_allow,
                     budget_limit=budget_limit, raised=raised)
             enqueue_run(locked.run.root_run_id)
-    except RunError:
+    except Refusal:
         _expire_if_due(approval)
         raise
     return locked
@@ -249,26 +249,26 @@ def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision
     expired, 403 naming one this person may not decide; then nothing is decided."""
     items = list(approvals)
     if not items:
-        raise RunError("A batch needs at least one item.", status=422)
+        raise Refusal("A batch needs at least one item.", status=422)
     if len({a.pk for a in items}) != len(items):
-        raise RunError("A batch names an item twice.", status=422)
+        raise Refusal("A batch names an item twice.", status=422)
     comment = comment.strip()
     root_id = items[0].run.root_run_id
     for approval in items:
         if approval.run.root_run_id != root_id:
-            raise RunError(f"Item #{approval.pk} belongs to another run's tree ({approval.run.root_run_id}); "
+            raise Refusal(f"Item #{approval.pk} belongs to another run's tree ({approval.run.root_run_id}); "
                            f"a batch decides the items of one run.", status=422)
     for approval in items:
         refusal = _refusal(user, approval)
         if refusal is not None:
             _expire_if_due(approval)
-            raise RunError(f"Item #{approval.pk}: {refusal.message}", status=refusal.status)
+            raise Refusal(f"Item #{approval.pk}: {refusal.message}", status=refusal.status)
         try:
             choice = _choice(approval, decision)
             _check_fields(approval, choice, comment=comment, answer="", edited_arguments=None,
                           always_allow=False, budget_limit=None)
-        except RunError as error:
-            raise RunError(f"Item #{approval.pk}: {error.message}", status=error.status,
+        except Refusal as error:
+            raise Refusal(f"Item #{approval.pk}: {error.message}", status=error.status,
                            details=error.details) from None
     try:
         with transaction.atomic():
@@ -276,16 +276,16 @@ def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision
             for item in locked:
                 try:
                     _refuse_closed(item)
-                except RunError as error:
-                    raise RunError(f"Item #{item.pk}: {error.message}", status=error.status) from None
+                except Refusal as error:
+                    raise Refusal(f"Item #{item.pk}: {error.message}", status=error.status) from None
                 if decision != Decision.REJECT and RuleDecision.objects.filter(
                         approval=item, effect=RuleEffect.TWO_APPROVERS).exists():
-                    raise RunError(f"Item #{item.pk} needs two different approvers (a rule says so); "
+                    raise Refusal(f"Item #{item.pk} needs two different approvers (a rule says so); "
                                    f"approve it on its own page.", status=422)
             for item in locked:
                 _record(item, Decision(decision), user=user, comment=comment)
             enqueue_run(root_id)
-    except RunError:
+    except Refusal:
         for approval in items:
             _expire_if_due(approval)
         raise
@@ -325,7 +325,7 @@ def _first_of_two(locked: Approval, user: Any) -> bool:
         ApprovalSignoff.objects.create(approval=locked, user=user)
         return True
     if first.user_id == user.pk:
-        raise RunError(f"You approved this already; {audit.label} requires a second, different "
+        raise Refusal(f"You approved this already; {audit.label} requires a second, different "
                        f"approver.", status=409)
     return False
 
@@ -345,7 +345,7 @@ def _refuse_closed(locked: Approval) -> None:
     deadline passed)."""
     closed = closed_reason(locked)
     if closed is not None:
-        raise RunError(closed, status=409)
+        raise Refusal(closed, status=409)
 
 
 def _expire_if_due(approval: Approval) -> None:

@@ -33,7 +33,8 @@ from delegations.inbox.decisions import approval_decide
 from delegations.models import Run
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lifecycle import A2A_STATE, RunState
-from delegations.runs.workflows import RunError, run_cancel, run_create, run_send_message
+from delegations.refusals import Refusal
+from delegations.runs.workflows import run_cancel, run_create, run_send_message
 
 from .tasks import item_url, pending_item, task_of
 
@@ -94,7 +95,7 @@ def _with_context(packet: dict[str, Any], message: Message) -> dict[str, Any]:
     return {**packet, "metadata": meta}
 
 
-def _refused(exc: RunError) -> Exception:
+def _refused(exc: Refusal) -> Exception:
     """A workflow's refusal as the spec's error: a request that cannot be fixed by changing
     its parameters (a state conflict, a role, a limit) is an invalid request."""
     if exc.status == 422:
@@ -115,7 +116,7 @@ def task_start(message: Message, user: Any) -> str:
                          config=adapter.get("config") if isinstance(adapter.get("config"), dict) else None)
     except ProtocolError as exc:
         raise InvalidParamsError(exc.message, data=exc.as_dict()) from None
-    except RunError as exc:
+    except Refusal as exc:
         raise _refused(exc) from None
     return str(run.pk)
 
@@ -142,7 +143,7 @@ def task_continue(message: Message, user: Any) -> str:
             run_send_message(run=run, text=text, sender=user)
         else:
             raise InvalidRequestError(f"Only the owner of task {run.pk} may send it messages.")
-    except RunError as exc:
+    except Refusal as exc:
         raise _refused(exc) from None
     return str(run.pk)
 
@@ -177,7 +178,7 @@ def task_cancel(user: Any, task_id: str) -> int:
                                      f"nothing to cancel.")
     try:
         run_cancel(run=run, reason=f"Cancelled over A2A by {user.get_username()}.")
-    except RunError as exc:
+    except Refusal as exc:
         raise TaskNotCancelableError(exc.message) from None
     return run.last_seq
 

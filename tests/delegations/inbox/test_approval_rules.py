@@ -22,7 +22,8 @@ from delegations.inbox.rule_store import RuleRefusal, rule_save, rule_simulate
 from delegations.inbox.rules import ItemFacts, matched_inputs
 from delegations.models import Approval, ApprovalRule, Run
 from delegations.protocol.approvals import Decision
-from delegations.runs.workflows import RunError, run_create
+from delegations.refusals import Refusal
+from delegations.runs.workflows import run_create
 from tests.conftest import bearer, make_user
 from tests.delegations import scripts
 
@@ -217,7 +218,7 @@ def test_two_approver_rule_keeps_the_item_until_a_second_different_approver(
     approval_decide(approval=item, user=approver, decision="approve")
     item = only_item(run)
     assert item.is_pending and [s.user for s in item.signoffs.all()] == [approver]
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(Refusal) as caught:
         approval_decide(approval=item, user=approver, decision="approve")
     assert caught.value.status == 409 and "second, different approver" in caught.value.message
     approval_decide(approval=item, user=second_approver, decision="approve")

@@ -11,7 +11,8 @@ from django.conf import settings
 
 from delegations.inbox.decisions import approval_decide, validate_edited_arguments
 from delegations.models import Approval, Run, RunCheckpoint
-from delegations.runs.workflows import RunError, run_create
+from delegations.refusals import Refusal
+from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -81,7 +82,7 @@ def test_edited_arguments_are_checked_against_the_tools_schema_then_run(composer
     assert validate_edited_arguments(approval, {"path": "other.txt"}) == []
     errors = validate_edited_arguments(approval, {"path": 7, "force": True})
     assert len(errors) == 2 and any("7" in e for e in errors) and any("force" in e for e in errors)
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(Refusal) as refused:
         approval_decide(approval=approval, user=approver, decision="edit", edited_arguments={"path": 7, "force": True})
     assert refused.value.status == 422 and refused.value.details["errors"] == errors
     approval_decide(approval=approval, user=approver, decision="edit", edited_arguments={"path": "other.txt"})
@@ -116,7 +117,7 @@ def test_always_allow_lets_later_calls_of_the_tool_in_the_run_and_its_child_go_a
 def test_always_allow_belongs_to_approving_a_tool_call(composer, approver, immediate_tasks):
     run = start(composer, scripts.needs_approval(), capabilities=["file_delete"])
     approval = parked_item(run, "capability")
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(Refusal) as refused:
         approval_decide(approval=approval, user=approver, decision="reject", comment="no", always_allow=True)
     assert refused.value.status == 422 and "always_allow" in refused.value.message
 
@@ -155,7 +156,7 @@ def clarification_config() -> dict[str, Any]:
 def test_an_answer_joins_the_runs_context_and_the_same_run_resumes(composer, approver, immediate_tasks):
     run = start(composer, clarification_config())
     approval = parked_item(run, "clarification")
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(Refusal) as refused:
         approval_decide(approval=approval, user=approver, decision="approve")
     assert refused.value.status == 422 and "answer" in refused.value.message
     approval_decide(approval=approval, user=approver, decision="answer", answer="Europe only.")
@@ -174,7 +175,7 @@ def test_a_rejected_clarification_fails_the_run_with_the_comment(composer, appro
 
 def test_answer_on_a_tool_call_is_422(composer, approver, immediate_tasks):
     run = start(composer, scripts.needs_approval(), capabilities=["file_delete"])
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(Refusal) as refused:
         approval_decide(approval=parked_item(run, "capability"), user=approver, decision="answer", answer="yes")
     assert refused.value.status == 422 and "approve, edit, reject" in refused.value.message
 
@@ -213,10 +214,10 @@ def test_a_raise_above_the_parents_remainder_is_422_and_decides_nothing(composer
     run = start(composer, config, capabilities=["fs_read"], budget={"max_tokens": 500})
     approval = parked_item(run, "budget")
     assert approval.run.parent_id == run.pk
-    with pytest.raises(RunError) as refused:
+    with pytest.raises(Refusal) as refused:
         approval_decide(approval=approval, user=approver, decision="approve", budget_limit={"max_tokens": 5000})
     assert refused.value.status == 422 and "at most 500" in refused.value.message
-    with pytest.raises(RunError) as not_a_raise:
+    with pytest.raises(Refusal) as not_a_raise:
         approval_decide(approval=approval, user=approver, decision="approve", budget_limit={"max_tokens": 90})
     assert "not above" in not_a_raise.value.message
     approval.refresh_from_db()

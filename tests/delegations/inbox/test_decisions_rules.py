@@ -19,8 +19,9 @@ from django.utils import timezone
 from delegations.inbox.decisions import approval_decide, approvals_decide_batch, decide_refusal
 from delegations.live.routing import websocket_urlpatterns
 from delegations.models import Approval, Run
+from delegations.refusals import Refusal
 from delegations.runs.maintenance import sweep_approvals
-from delegations.runs.workflows import RunError, run_cancel, run_create
+from delegations.runs.workflows import run_cancel, run_create
 from tests.conftest import make_user
 from tests.delegations import scripts
 from tests.delegations.conftest import DATABASE
@@ -39,8 +40,8 @@ def item_of(run: Run) -> Approval:
     return Approval.objects.select_related("run", "decided_by").get(run__root_id=run.pk, status="pending")
 
 
-def refused(approval: Approval, user: Any, **decision: Any) -> RunError:
-    with pytest.raises(RunError) as caught:
+def refused(approval: Approval, user: Any, **decision: Any) -> Refusal:
+    with pytest.raises(Refusal) as caught:
         approval_decide(approval=approval, user=user, **{"decision": "approve", **decision})
     return caught.value
 
@@ -120,7 +121,7 @@ def test_of_two_approvers_deciding_at_once_one_wins_and_the_other_gets_409(compo
             approval_decide(approval=Approval.objects.select_related("run").get(pk=approval.pk), user=user,
                             decision=decision, comment="racing")
             outcomes[user.username] = "won"
-        except RunError as error:
+        except Refusal as error:
             outcomes[user.username] = error
         finally:
             close_old_connections()
@@ -131,9 +132,9 @@ def test_of_two_approvers_deciding_at_once_one_wins_and_the_other_gets_409(compo
         thread.start()
     for thread in threads:
         thread.join(10)
-    assert sorted(str(type(o).__name__) for o in outcomes.values()) == ["RunError", "str"]
+    assert sorted(str(type(o).__name__) for o in outcomes.values()) == ["Refusal", "str"]
     winner = next(name for name, o in outcomes.items() if o == "won")
-    loser = next(o for o in outcomes.values() if isinstance(o, RunError))
+    loser = next(o for o in outcomes.values() if isinstance(o, Refusal))
     approval.refresh_from_db()
     assert approval.decided_by.username == winner
     assert loser.status == 409 and f"by {winner} at" in loser.message
@@ -251,7 +252,7 @@ def test_a_batch_decides_every_item_of_one_run_and_resumes_it(composer, approver
 def test_a_batch_mixing_runs_is_422_naming_the_item_and_decides_nothing(composer, approver, immediate_tasks):
     first, second = parked_run(composer), parked_run(composer)
     items = [item_of(first), item_of(second)]
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(Refusal) as caught:
         approvals_decide_batch(approvals=items, user=approver, decision="approve")
     assert caught.value.status == 422 and f"#{items[1].pk}" in caught.value.message
     assert Approval.objects.filter(status="pending").count() == 2
@@ -264,7 +265,7 @@ def test_a_batch_holding_a_decided_item_is_409_naming_it_and_decides_nothing(com
     stale = Approval.objects.select_related("run").get(pk=second.pk)
     Approval.objects.filter(pk=second.pk).update(status="rejected", decision="reject", comment="no",
                                                  decided_at=timezone.now(), decided_by=approver)
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(Refusal) as caught:
         approvals_decide_batch(approvals=[first, stale], user=approver, decision="reject", comment="no")
     assert caught.value.status == 409 and f"#{second.pk}" in caught.value.message
     first.refresh_from_db()
@@ -274,7 +275,7 @@ def test_a_batch_holding_a_decided_item_is_409_naming_it_and_decides_nothing(com
 def test_a_batch_rejection_needs_its_comment(composer, approver, immediate_tasks):
     run = parked_run(composer, two_children_deleting())
     items = list(Approval.objects.select_related("run").filter(run__root_id=run.pk))
-    with pytest.raises(RunError) as caught:
+    with pytest.raises(Refusal) as caught:
         approvals_decide_batch(approvals=items, user=approver, decision="reject")
     assert caught.value.status == 422 and "comment" in caught.value.message
 
