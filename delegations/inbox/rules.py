@@ -221,7 +221,23 @@ def expression_problem(expression: Any) -> str | None:
         _program(expression)
     except celpy.CELParseError as error:
         return f"The expression does not compile: {str(error).splitlines()[0]}"
+    unknown = sorted(_called(expression) - _CEL_FUNCTIONS)
+    if unknown:
+        return (f"The expression calls {', '.join(unknown)}, which CEL does not have (it could never "
+                f"match); use CEL's own, e.g. size, contains, startsWith, endsWith, matches.")
     return None
+
+
+# what CEL can call: its standard functions and the macros it expands (has, all, exists, ...)
+_CEL_FUNCTIONS = frozenset(celpy.evaluation.base_functions) | {
+    "has", "all", "exists", "exists_one", "map", "filter"}
+
+
+def _called(expression: str) -> set[str]:
+    """The names ``expression`` calls, as functions (``f(x)``) or methods (``x.f()``)."""
+    tree = celpy.Environment().compile(expression)
+    return {str(token) for node in tree.iter_subtrees() if node.data in ("ident_arg", "member_dot_arg")
+            for token in node.children if isinstance(token, str)}   # a name (lark's Token is a str)
 
 
 @functools.lru_cache(maxsize=512)

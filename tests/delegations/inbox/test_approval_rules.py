@@ -19,7 +19,7 @@ from delegations.inbox.rule_decisions import (
     widening_refusal,
 )
 from delegations.inbox.rule_store import RuleRefusal, rule_save, rule_simulate
-from delegations.inbox.rules import ItemFacts, matched_inputs
+from delegations.inbox.rules import ItemFacts, expression_problem, matched_inputs
 from delegations.models import Approval, ApprovalRule, Run
 from delegations.protocol.approvals import Decision
 from delegations.refusals import Refusal
@@ -449,6 +449,18 @@ def client_post_rule_form(author: Any, fields: dict[str, Any]) -> ApprovalRule:
                                                  "comment": "no", "enabled": "on", "save": "1", **fields})
     assert response.status_code == 302, response.content.decode()[:2000]
     return ApprovalRule.objects.get(name="by expression")
+
+
+@pytest.mark.parametrize("expression", ['__import__("os") == 1', 'tool.frob() == "x"', 'lookup(tool)'])
+def test_an_expression_calling_what_cel_does_not_have_is_refused_on_its_field(expression):
+    problem = expression_problem(expression)
+    assert problem is not None and "which CEL does not have" in problem
+
+
+@pytest.mark.parametrize("expression", ['tool.startsWith("http") && size(groups) > 0',
+                                        'arguments.items.exists(i, i > 1) && has(arguments.amount)'])
+def test_an_expression_of_cels_own_functions_and_macros_is_accepted(expression):
+    assert expression_problem(expression) is None
 
 
 def test_an_expression_that_does_not_compile_is_refused_on_its_field(author):
