@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -17,16 +16,11 @@ from django.db import models
 from delegations.protocol.capabilities import KNOWN_CAPABILITIES
 from delegations.protocol.mcp_client import SECRET_ENV_PREFIX, McpServerConfig, mcp_tool_name
 
+from .peer_urls import credentials_problem
+
 DEFAULT_TOOL_CAPABILITY = "network_outbound"
 TOOL_NAME_MAX = 64      # what the model providers accept for a tool's name
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def _has_credentials(url: str) -> bool:
-    try:
-        return "@" in urlsplit(url).netloc
-    except ValueError:      # not a URL at all: the field's own check says so
-        return False
 
 
 class McpServerQuerySet(models.QuerySet["McpServer"]):
@@ -83,10 +77,8 @@ class McpServer(models.Model):
         errors: dict[str, list[str]] = {}
         if bool(self.url) == bool(self.stdio_command):
             errors.setdefault("url", []).append("Give either a URL or a stdio command, not both.")
-        if _has_credentials(self.url):
-            errors.setdefault("url", []).append(
-                f"Leave credentials out of the URL (it is stored and shown); put the secret in a "
-                f"{SECRET_ENV_PREFIX}… variable and name it in secret_env.")
+        if problem := credentials_problem(self.url, SECRET_ENV_PREFIX):
+            errors.setdefault("url", []).append(problem)
         if self.stdio_command and self.stdio_command not in settings.HANDOFF_MCP_STDIO_COMMANDS:
             allowed = ", ".join(sorted(settings.HANDOFF_MCP_STDIO_COMMANDS)) or "none"
             errors.setdefault("stdio_command", []).append(

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator, URLValidator
@@ -9,6 +8,8 @@ from django.db import models
 
 from delegations.protocol.a2a_client import SECRET_ENV_PREFIX, RemoteAgentConfig
 from delegations.protocol.capabilities import KNOWN_CAPABILITIES
+
+from .peer_urls import credentials_problem
 
 DEFAULT_CAPABILITY = "network_outbound"
 _SKILL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,199}$")
@@ -63,10 +64,8 @@ class RemoteAgent(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, list[str]] = {}
-        if "@" in (urlsplit(self.card_url).netloc if self.card_url else ""):
-            errors["card_url"] = [f"Leave credentials out of the URL (it is stored and shown); put "
-                                  f"the secret in a {SECRET_ENV_PREFIX}… variable and name it in "
-                                  f"secret_env."]
+        if problem := credentials_problem(self.card_url or "", SECRET_ENV_PREFIX):
+            errors["card_url"] = [problem]
         skills = self.allowed_skills
         if not isinstance(skills, list) or not skills or not all(isinstance(s, str) for s in skills):
             errors["allowed_skills"] = ["List at least one skill id."]

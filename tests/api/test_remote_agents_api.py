@@ -60,6 +60,7 @@ def test_a_superuser_changes_and_deletes_an_agent(client: Client, root_api: dict
     ({"allowed_skills": ["price check"]}, "allowed_skills", "is not a skill id"),
     ({"card_url": "file:///etc/passwd"}, "card_url", "valid URL"),
     ({"card_url": "https://bot:hunter2@agents.example.com"}, "card_url", "credentials out of the URL"),
+    ({"card_url": "http://[agents.example.com"}, "card_url", "valid URL"),   # urlsplit raises on it
     ({"name": "Pri_Cing"}, "name", "lowercase"),
 ])
 def test_an_agent_the_rules_refuse_is_422_by_field_and_not_stored(
