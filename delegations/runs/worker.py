@@ -116,14 +116,23 @@ class WorkerThread(threading.Thread):
         try:
             while not self._stop_event.is_set():
                 self._wake.clear()  # before polling: an enqueue during the poll polls again
-                if self._task_ready():
-                    self._worker.run()
+                self._poll_once()
                 self._wake.wait(self.interval)
-        except Exception:
-            logger.exception("Worker %s stopped on an error", self.worker_id)
         finally:
             task_enqueued.disconnect(self._task_enqueued)
             close_old_connections()
+
+    def _poll_once(self) -> None:
+        """Run the ready tasks. An error here (the database locked or gone for a moment, a
+        task's own row deleted under it) costs this round, not the worker: it used to end
+        the thread, and the server then took runs that nothing would ever start."""
+        try:
+            if self._task_ready():
+                self._worker.run()
+        except Exception:
+            logger.exception("Worker %s: a round of tasks failed; polling again", self.worker_id)
+            close_old_connections()
+            self._stop_event.wait(self.interval)   # no hot loop while the error lasts
 
     def _task_ready(self) -> bool:
         """A plain read, before the worker's poll: the poll takes SQLite's write lock (and

@@ -33,6 +33,34 @@ def test_a_task_enqueued_in_the_workers_process_starts_without_waiting_for_the_n
     assert not worker.is_alive()
 
 
+def test_an_error_in_one_round_of_tasks_leaves_the_worker_polling(
+        queued_tasks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    worker = WorkerThread(interval=0.05)
+    rounds: list[str] = []
+    run_tasks = worker._worker.run
+
+    def first_round_fails() -> None:
+        rounds.append("round")
+        if len(rounds) == 1:   # e.g. the task's own row deleted while it ran
+            raise RuntimeError("the task's row is gone")
+        run_tasks()
+
+    monkeypatch.setattr(worker._worker, "run", first_round_fails)
+    worker.start()
+    try:
+        result = execute_run.enqueue(new_run_id())
+        started = time.monotonic()
+        while result.status != TaskResultStatus.SUCCESSFUL and time.monotonic() - started < 10:
+            time.sleep(0.02)
+            result.refresh()
+        assert worker.is_alive() and len(rounds) >= 2
+        assert result.status == TaskResultStatus.SUCCESSFUL
+    finally:
+        worker.stop()
+        worker.join(timeout=10)
+    assert not worker.is_alive()
+
+
 def test_settling_the_heap_freezes_what_startup_made_and_makes_young_collections_rarer() -> None:
     import gc
 
