@@ -163,11 +163,13 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=5)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_server_process(django_db_setup: Any, django_db_blocker: Any,
                         tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`manage.py serve` in a subprocess against the test database: real uvicorn, real
-    websockets, real embedded worker. Tests using it need `transactional_db`."""
+    websockets, real embedded worker. Tests using it need `transactional_db`. One per
+    module, stopped after it: a server left running would have its worker take the tasks
+    that later modules' tests keep queued on purpose (``queued_tasks``)."""
     with django_db_blocker.unblock():
         database_url = _test_database_url()
     with (tmp_path_factory.mktemp("live") / "server.log").open("w") as log:
