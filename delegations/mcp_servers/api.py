@@ -13,13 +13,13 @@ import os
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field
 
 from delegations.models import McpServer
 from delegations.request_bodies import RequestBody
+from delegations.secret_records_api import record_or_404, require_superuser, saved_or_422
 
 router = Router(tags=["mcp servers"])
 
@@ -85,27 +85,15 @@ def _out(server: McpServer) -> McpServerOut:
 
 
 def _superuser(request: HttpRequest) -> None:
-    if not request.user.is_superuser:
-        raise PermissionDenied("Only superusers manage MCP servers: a server record decides which "
-                               "host receives a secret.")
+    require_superuser(request, "MCP servers")
 
 
 def _server(request: HttpRequest, server_id: int) -> McpServer:
-    _superuser(request)
-    server = McpServer.objects.filter(pk=server_id).first()
-    if server is None:
-        raise Http404(f"No MCP server {server_id}.")
-    return server
+    return record_or_404(request, McpServer, server_id, "MCP servers", "MCP server")
 
 
 def _saved(server: McpServer) -> Status[Any] | None:
-    """Save ``server`` when it is valid; else the 422 answer listing every problem by field."""
-    try:
-        server.full_clean()
-    except ValidationError as exc:
-        return Status(422, ErrorOut(detail=exc.message_dict))
-    server.save()
-    return None
+    return saved_or_422(server, ErrorOut)
 
 
 @router.get("", response={200: list[McpServerOut], 403: ErrorOut}, summary="The MCP servers runs may use")

@@ -13,13 +13,13 @@ import os
 from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field
 
 from delegations.models import RemoteAgent
 from delegations.request_bodies import RequestBody
+from delegations.secret_records_api import record_or_404, require_superuser, saved_or_422
 
 router = Router(tags=["remote agents"])
 
@@ -81,27 +81,15 @@ def _out(agent: RemoteAgent) -> RemoteAgentOut:
 
 
 def _superuser(request: HttpRequest) -> None:
-    if not request.user.is_superuser:
-        raise PermissionDenied("Only superusers manage remote agents: an agent record decides which "
-                               "host receives a secret.")
+    require_superuser(request, "remote agents")
 
 
 def _agent(request: HttpRequest, agent_id: int) -> RemoteAgent:
-    _superuser(request)
-    agent = RemoteAgent.objects.filter(pk=agent_id).first()
-    if agent is None:
-        raise Http404(f"No remote agent {agent_id}.")
-    return agent
+    return record_or_404(request, RemoteAgent, agent_id, "remote agents", "remote agent")
 
 
 def _saved(agent: RemoteAgent) -> Status[Any] | None:
-    """Save ``agent`` when it is valid; else the 422 answer listing every problem by field."""
-    try:
-        agent.full_clean()
-    except ValidationError as exc:
-        return Status(422, ErrorOut(detail=exc.message_dict))
-    agent.save()
-    return None
+    return saved_or_422(agent, ErrorOut)
 
 
 @router.get("", response={200: list[RemoteAgentOut], 403: ErrorOut},
