@@ -20,6 +20,12 @@ class RemoteAgentQuerySet(models.QuerySet["RemoteAgent"]):
         """The enabled agents as the A2A client takes them."""
         return [agent.to_config() for agent in self.filter(enabled=True).order_by("name")]
 
+    def offering(self, ref: str) -> RemoteAgentConfig | None:
+        """The enabled agent that offers the remote skill ``ref`` (``<agent>/<skill>``)."""
+        name, _, skill = ref.partition("/")
+        agent = self.filter(enabled=True, name=name).first() if skill else None
+        return agent.to_config() if agent is not None and skill in agent.allowed_skills else None
+
 
 class RemoteAgent(models.Model):
     """An A2A agent elsewhere whose skills runs may delegate to, within their capabilities

@@ -7,7 +7,9 @@ result, the question of an INPUT_REQUIRED, the request of an AUTH_REQUIRED, or w
 failed. The time budget is enforced here: past ``deadline_s`` the remote task is cancelled,
 as it is when the caller's task is cancelled.
 A caller that checkpointed the task id (``on_task``) resumes with ``task_id``: the task is
-read again (and subscribed to while it still runs) instead of being sent twice. Every failure of the remote side (down, a card
+read again (and subscribed to while it still runs) instead of being sent twice; with an
+``answer`` too, that answer goes to the task as a follow-up message (a task that asked for
+input continues with it). Every failure of the remote side (down, a card
 that does not parse, a garbled stream, no end in time) is a :class:`RemoteAgentError` with
 the reason; the secret is read from its variable at call time and never appears in one.
 """
@@ -52,6 +54,7 @@ class RemoteOutcome:
 
     task_id: str
     state: str
+    context_id: str = ""
     result: dict[str, Any] | None = None
     status_text: str = ""
     messages: int = 0            # the messages this call sent: each counts as a model call
@@ -101,6 +104,7 @@ async def _follow(stream: Any, outcome: RemoteOutcome) -> RemoteOutcome:
             continue
         if event.HasField("task"):
             outcome.task_id = event.task.id
+            outcome.context_id = event.task.context_id or outcome.context_id
         if event.HasField("artifact_update") or (event.HasField("task") and event.task.artifacts):
             outcome.result = _artifact_data(event) or outcome.result
         if event.HasField("task") or event.HasField("status_update"):
@@ -115,11 +119,12 @@ async def _follow(stream: Any, outcome: RemoteOutcome) -> RemoteOutcome:
 
 
 async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[str, Any], goal: str,
-                   deadline_s: float, task_id: str = "",
-                   on_task: Callable[[str], Awaitable[None]] | None = None,
+                   deadline_s: float, task_id: str = "", context_id: str = "", answer: str = "",
+                   on_task: Callable[[str, str], Awaitable[None]] | None = None,
                    environ: Mapping[str, str] | None = None) -> RemoteOutcome:
-    """Run ``skill`` of the remote agent (or follow ``task_id``, already sent) until it ends,
-    waits for someone, or ``deadline_s`` passes (then it is cancelled: RemoteAgentError)."""
+    """Run ``skill`` of the remote agent (or follow ``task_id``, already sent; or send
+    ``answer`` on it, to a task that asked for input) until it ends, waits for someone, or
+    ``deadline_s`` passes (then it is cancelled: RemoteAgentError)."""
     import os
 
     import httpx
@@ -133,7 +138,7 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         raise RemoteAgentError(f"remote agent {config.name} offers no skill {skill!r} here; "
                                f"allowed: {', '.join(config.skills) or 'none'}")
     headers = _headers(config, environ if environ is not None else os.environ)
-    outcome = RemoteOutcome(task_id=task_id, state="")
+    outcome = RemoteOutcome(task_id=task_id, state="", context_id=context_id)
     async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=None)) as http:
         try:
             card = await asyncio.wait_for(A2ACardResolver(http, config.card_url).get_agent_card(), 30)
@@ -143,12 +148,17 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
         try:
             async with asyncio.timeout(deadline_s):
-                if task_id:
+                if task_id and not answer:
                     stream = await _resumed(client, task_id)
                 else:
-                    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER,
-                                      parts=[new_data_part(input_data), new_text_part(goal)],
-                                      metadata=ParseDict({"skill": skill}, Struct()))
+                    if answer:    # a follow-up on the same task: the answer it asked for
+                        message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER,
+                                          task_id=task_id, context_id=context_id,
+                                          parts=[new_text_part(answer)])
+                    else:
+                        message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER,
+                                          parts=[new_data_part(input_data), new_text_part(goal)],
+                                          metadata=ParseDict({"skill": skill}, Struct()))
                     outcome.messages = 1
                     stream = client.send_message(SendMessageRequest(message=message))
                     stream = _announcing(stream, outcome, on_task)
@@ -203,14 +213,15 @@ async def _resumed(client: Any, task_id: str) -> Any:
 
 
 async def _announcing(stream: Any, outcome: RemoteOutcome,
-                      on_task: Callable[[str], Awaitable[None]] | None) -> Any:
-    """The stream, telling ``on_task`` the task id as soon as the first event names it."""
+                      on_task: Callable[[str, str], Awaitable[None]] | None) -> Any:
+    """The stream, telling ``on_task`` the task and context ids as soon as the first event
+    names them."""
     announced = False
     async for event in stream:
         if not announced and event.HasField("task"):
             announced = True
             if on_task is not None:
-                await on_task(event.task.id)
+                await on_task(event.task.id, event.task.context_id)
         yield event
 
 

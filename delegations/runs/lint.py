@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from delegations.protocol.errors import ProtocolError
+from delegations.models import RemoteAgent
+from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity, lint_packet, review_depth_reason
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.runner.acceptance import approval_required, merge_skill
@@ -70,6 +71,23 @@ def _issues(exc: ProtocolError, default_field: str) -> list[dict[str, str]]:
     return [{"field": default_field, "message": exc.message}]
 
 
+def _remote_skill_problems(packet: HandoffPacket) -> tuple[list[dict[str, str]], ProtocolError | None]:
+    """A remote agent's skill (``<agent>/<skill>``) runs when an enabled agent offers it and
+    the packet holds the agent's capability, as the runner checks."""
+    agent = RemoteAgent.objects.offering(packet.skill or "")
+    if agent is None:
+        refusal = ProtocolError(ErrorCode.INVALID_PACKET, (
+            f"No enabled remote agent offers '{packet.skill}'. Name a remote skill as "
+            f"<agent>/<skill>, with an agent and skill listed at /api/remote-agents."))
+    elif agent.capability not in packet.capabilities:
+        refusal = ProtocolError(ErrorCode.CONSTRAINT_VIOLATION, (
+            f"The remote skill {packet.skill} needs the capability '{agent.capability}': add it "
+            f"to capabilities."))
+    else:
+        return [], None
+    return _issues(refusal, "skill"), refusal
+
+
 def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
                 parent: HandoffPacket | dict[str, Any] | None = None) -> LintReport:
     """Lint ``data`` (a packet as JSON text, a dict or parsed) as the runner will judge it,
@@ -79,8 +97,12 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
     except ProtocolError as exc:
         return LintReport(problems=_issues(exc, "packet"), refusal=exc)
     settings = runner_settings()
-    approval, problems, refusal = settings.approval_required, [], None
-    if packet.skill:
+    approval = settings.approval_required
+    problems: list[dict[str, str]] = []
+    refusal: ProtocolError | None = None
+    if packet.skill and "/" in packet.skill:
+        problems, refusal = _remote_skill_problems(packet)
+    elif packet.skill:
         # the registry's own refusal: no such skill or version, its instruction file
         # missing, input that breaks its input_schema
         try:

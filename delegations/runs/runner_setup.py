@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 
 from delegations.models import McpServer, RemoteAgent
-from delegations.protocol.a2a_tools import RemoteAgents
+from delegations.protocol.a2a_subagents import RemoteAgents
 from delegations.protocol.adapters import config_error
 from delegations.protocol.mcp_client import McpTools
 from delegations.protocol.runner import RunnerSettings
@@ -40,12 +40,12 @@ def mcp_tools() -> McpTools | None:
 
 
 def remote_agents() -> RemoteAgents | None:
-    """The skills of the enabled remote A2A agents for the runs of one execution (their
-    results at most HANDOFF_PAYLOAD_LIMIT_BYTES); None when no agent is configured."""
+    """The skills of the enabled remote A2A agents for the runs of one execution; None when
+    no agent is configured."""
     agents = RemoteAgent.objects.run_configs()
     if not agents:
         return None
-    return RemoteAgents(agents, result_max_bytes=settings.HANDOFF_PAYLOAD_LIMIT_BYTES)
+    return RemoteAgents(agents)
 
 
 def adapter_config(name: str, config: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The Django-free A2A client against an A2A server built with the official SDK in the test,
-on loopback: it answers, asks for input, asks for auth, fails, or hangs, by skill."""
+on loopback: it answers, asks for input (and takes the answer as a follow-up), asks for
+auth, fails, or hangs, by skill."""
 
 from __future__ import annotations
 
@@ -47,12 +48,18 @@ class ScriptedAgent(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None and context.task_id and context.context_id
-        skill = context.message.metadata["skill"]
+        metadata = context.message.metadata
+        skill = metadata["skill"] if "skill" in metadata else "follow-up"  # noqa: SIM401 (a Struct has no get)
         self.seen.append({"skill": skill, "text": context.get_user_input(),
                           "headers": context.call_context.state.get("headers", {})})
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        if skill == "follow-up":     # the answer to "ask": the region it asked for
+            await updater.start_work()
+            await updater.add_artifact([new_data_part({"region": context.get_user_input()})])
+            await updater.complete()
+            return
         await event_queue.enqueue_event(Task(id=context.task_id, context_id=context.context_id,
                                              status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)))
-        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.start_work()
         say = lambda text: new_text_message(text, context_id=context.context_id, task_id=context.task_id)  # noqa: E731
         if skill == "answer":
@@ -121,7 +128,7 @@ async def test_an_answer_comes_back_as_the_artifacts_data_with_the_task_id_annou
     url, agent = remote
     announced: list[str] = []
 
-    async def remember(task_id: str) -> None:
+    async def remember(task_id: str, context_id: str) -> None:
         announced.append(task_id)
 
     outcome = await delegate(config(url), skill="answer", input_data={"options": ["a"]},

@@ -214,7 +214,8 @@ class HandoffPacket(BaseModel):
     # the hand-off protocol's delegate_task
     task_id: str | None = None
     subagent_type: SubagentType | None = None
-    skill: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][\w.\-]*(@[\w.\-+]+)?$")
+    # name@version, or <agent>/<skill> for a remote A2A agent's skill
+    skill: str | None = Field(default=None, pattern=r"^([a-z0-9][a-z0-9-]*/)?[A-Za-z0-9][\w.\-]*(@[\w.\-+]+)?$")
     goal: str | None = None
     instruction_set: str | None = None
     input_data: dict[str, Any] = Field(default_factory=dict)

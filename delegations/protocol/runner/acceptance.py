@@ -25,7 +25,7 @@ from .settings import RunnerSettings
 from .state import ActiveRun, Clock, Scope
 
 if TYPE_CHECKING:
-    from ..a2a_tools import RemoteAgents
+    from ..a2a_subagents import RemoteAgents
     from ..manifest import SkillManifest
     from ..mcp_client import McpTools
 
@@ -187,8 +187,8 @@ def settle_limits(scope: Scope, clock: Clock, *, depth: int, default_timeout_s: 
 def grant(run: ActiveRun, settings: RunnerSettings, mcp: McpTools | None = None,
           remote: RemoteAgents | None = None) -> None:
     """Issue the run's capability token (expiring with its deadline) and the tools it is
-    offered: the runner's, then the MCP servers' tools and the remote agents' skills its
-    capabilities cover."""
+    offered: the runner's, then the MCP servers' tools and, to a run that may delegate, the
+    remote agents' skills its capabilities cover."""
     seconds_left = run.clock.deadline - asyncio.get_running_loop().time()
     scope = run.scope
     scope.token = issue_token(
@@ -200,7 +200,7 @@ def grant(run: ActiveRun, settings: RunnerSettings, mcp: McpTools | None = None,
                           output_schema=scope.packet.expected_output_schema if scope.packet else None)
     if mcp is not None:
         tools = [*tools, *mcp.schemas(scope.capabilities)]
-    if remote is not None:
+    if remote is not None and scope.can_delegate:    # a remote skill runs as a subagent
         tools = [*tools, *remote.schemas(scope.capabilities)]
     planned = scope.packet.planned_children if scope.packet is not None else []
     scope.tools = tools if not planned else [

@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ..a2a_subagents import RemoteAgents, remote_adapter_of
 from ..adapters.base import ModelAdapter, ToolCall
 from ..approvals import ApprovalRequest, RunParked
 from ..budgets import Budget, remaining
@@ -47,8 +48,9 @@ class Children:
     """Spawns, runs, reattaches and stops the child runs of a run's ``delegate_task`` calls."""
 
     def __init__(self, settings: RunnerSettings, reporter: Reporter, checkpoints: CheckpointStore,
-                 drive: Drive) -> None:
+                 drive: Drive, remote: RemoteAgents | None = None) -> None:
         self.settings = settings
+        self.remote = remote
         self.reporter = reporter
         self.checkpoints = checkpoints
         self.drive = drive
@@ -181,7 +183,10 @@ class Children:
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         parent.family.spawned += 1
         label = str(arguments.get("label") or arguments.get("subagent_type") or f"child-{parent.family.spawned}")
-        adapter = parent.adapter.for_child(label)
+        remote = self.remote.by_ref(arguments.get("skill")) if self.remote is not None else None
+        # a remote skill's child has the remote agent for its model (set up when it is accepted)
+        adapter = self.remote.adapter(remote) if self.remote is not None and remote is not None \
+            else parent.adapter.for_child(label)
         depth = parent.depth + 1
         available, view = allowance if allowance is not None else _allowance(parent)
         scope, agent_id = child_scope(arguments, parent.scope, depth=depth, label=label,
@@ -210,12 +215,14 @@ class Children:
             turn.completed[call.id] = record
             await emit(parent.run_id, _TOOL_RESULT, {"id": call.id, **record})
             return None
-        try:
-            # the parent's adapter carries the host's full config (secrets included), which
-            # a checkpoint never stores
-            adapter: ModelAdapter | None = parent.adapter.for_child(checkpoint.label)
-        except ProtocolError:
-            adapter = None
+        adapter: ModelAdapter | None = remote_adapter_of(self.remote, checkpoint)
+        if adapter is None:
+            try:
+                # the parent's adapter carries the host's full config (secrets included), which
+                # a checkpoint never stores
+                adapter = parent.adapter.for_child(checkpoint.label)
+            except ProtocolError:
+                adapter = None
         child = restore(checkpoint, parent, adapter, workspace_root=self._workspace_root,
                         default_timeout_s=self.settings.default_timeout_s)
         parent.family.active[child.run_id] = child

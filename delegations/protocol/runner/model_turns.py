@@ -217,11 +217,11 @@ def last_call_reason(run: ActiveRun) -> tuple[str, str] | None:
 def cost_of(adapter: ModelAdapter, model: str, turn: ModelTurn,
             prices: PriceTable | None) -> float:
     """What the call cost in USD: the adapter's own price when it has one, else the price table's."""
+    priced = adapter.cost_usd(turn.input_tokens, turn.output_tokens)
+    if priced is not None:    # a remote agent's price is per message, whatever the tokens
+        return float(priced)
     if not turn.input_tokens and not turn.output_tokens:
         return 0.0
-    priced = adapter.cost_usd(turn.input_tokens, turn.output_tokens)
-    if priced is not None:
-        return float(priced)
     return cost_usd(model, turn.input_tokens, turn.output_tokens, prices)
 
 

@@ -13,9 +13,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..a2a_subagents import RemoteAgentAdapter, remote_adapter_of
 from ..adapters.base import ModelAdapter, ToolCall
 from ..approvals import ApprovalGate, RunParked
 from ..budgets import Budget
+from ..capabilities import verify_token
 from ..checkpoints import CheckpointStore
 from ..errors import ErrorCode, ProtocolError
 from ..events import EventSink, EventType
@@ -47,7 +49,7 @@ from .state import ActiveRun, Scope
 from .tool_calls import ToolCalls
 
 if TYPE_CHECKING:
-    from ..a2a_tools import RemoteAgents
+    from ..a2a_subagents import RemoteAgents, RemoteSkill
     from ..manifest import SkillManifest
     from ..mcp_client import McpTools
 
@@ -80,7 +82,7 @@ class Runner:
         questions = Questions(gate, self._report)
         self._model = ModelTurns(self.settings, self._report, questions)
         self._tools = ToolCalls(self.settings, self._report, questions, mcp, remote)
-        self._children = Children(self.settings, self._report, checkpoints, self._drive)
+        self._children = Children(self.settings, self._report, checkpoints, self._drive, remote)
         self._judge = Judge(self.settings, self._report, questions)
 
     # -- public API -----------------------------------------------------------------------
@@ -135,6 +137,7 @@ class Runner:
         if checkpoint.run_id in self._runs:
             raise ProtocolError(ErrorCode.ILLEGAL_TRANSITION,
                                 f"Run {checkpoint.run_id} is already running in this process.")
+        adapter = remote_adapter_of(self.remote, checkpoint) or adapter
         run = restore(checkpoint, None, adapter, workspace_root=self._workspace_root,
                       default_timeout_s=self.settings.default_timeout_s)
         return await self._launch(run)
@@ -196,6 +199,8 @@ class Runner:
             await self._report.end(run, RunState.FAILED, error={
                 "code": ErrorCode.TOOL_FAILURE.value, "message": "The run stopped without an outcome."})
         assert run.outcome is not None
+        if isinstance(run.adapter, RemoteAgentAdapter):
+            await run.adapter.release(run.outcome.state)
         return run.outcome
 
     async def _live(self, run: ActiveRun) -> None:
@@ -210,6 +215,8 @@ class Runner:
             if self.mcp is not None:
                 await self._list_mcp_tools(run)
             self._arm(run)
+            if isinstance(run.adapter, RemoteAgentAdapter):
+                await self._clear_remote(run, run.adapter)
             if run.parent is not None and run.clock.deadline >= run.parent.clock.deadline:
                 # no earlier deadline than its parent's: the parent's timeout cancels it
                 await self._work(run)
@@ -246,7 +253,13 @@ class Runner:
     async def _accept(self, run: ActiveRun) -> bool:
         """PENDING -> ACCEPTED -> WORKING, or REJECTED (False)."""
         report, scope = self._report, run.scope
-        refused = scope.reject.as_dict() if scope.reject is not None else await self._resolve_skill(scope)
+        remote = self.remote.by_ref(scope.packet.skill) if self.remote is not None and scope.packet else None
+        if scope.reject is not None:
+            refused: dict[str, Any] | None = scope.reject.as_dict()
+        elif remote is not None:
+            refused = self._hand_to_remote(run, remote)
+        else:
+            refused = await self._resolve_skill(scope)
         run.state = RunState.PENDING
         pending = {"state": "PENDING", "previous": None, "depth": run.depth, "label": run.label,
                    "parent_run_id": run.parent.run_id if run.parent is not None else None,
@@ -304,6 +317,41 @@ class Runner:
         if scope.requested is not None:
             scope.requested = merge_skill(scope.requested, skill)
         return None
+
+    def _hand_to_remote(self, run: ActiveRun, remote: RemoteSkill) -> dict[str, Any] | None:
+        """A run of a remote agent's skill: the agent stands in for its model (or the
+        rejection, when the run lacks the agent's capability)."""
+        packet = run.scope.packet
+        assert packet is not None and self.remote is not None
+        if remote.capability not in run.scope.capabilities:
+            return {"code": ErrorCode.CONSTRAINT_VIOLATION.value,
+                    "message": f"The remote skill {remote.ref} needs the capability "
+                               f"'{remote.capability}', which this run does not have: add it to "
+                               f"the packet's capabilities (a subagent gets it only if its parent has it)."}
+        run.adapter = self.remote.adapter(remote, goal=packet.goal or packet.instruction_set or "",
+                                          input_data=dict(packet.input_data))
+        run.adapter_name, run.adapter_config, run.checkpoint_base = run.adapter.name, None, None
+        return None
+
+    async def _clear_remote(self, run: ActiveRun, adapter: RemoteAgentAdapter) -> None:
+        """Before a remote run's first message: its token must hold the agent's capability,
+        and a person approves it when that capability requires approval. The adapter
+        checkpoints the remote task's id (and logs it) the moment it is known."""
+        remote = adapter.remote
+
+        async def sent(task_id: str) -> None:
+            await self._report.save(run)
+            await self._report.emit(run.run_id, _LOG, {
+                "level": "info", "remote_agent": remote.agent.name, "remote_task_id": task_id,
+                "message": f"Sent to the remote A2A agent '{remote.agent.name}' as its task {task_id}."})
+
+        adapter.on_task = sent
+        if adapter.state["task_id"]:
+            return
+        verify_token(self.settings.token_key, run.scope.token, capability=remote.capability)
+        if remote.capability in run.scope.approval_required:
+            await self._tools.approve(run, ToolCall("remote", remote.tool, {
+                "goal": adapter.state["goal"], "input": adapter.state["input"]}), remote.capability)
 
     def _arm(self, run: ActiveRun) -> None:
         """Deadline, token and tools for the time the run works in this process; time spent
@@ -418,9 +466,13 @@ class Runner:
         if run.resumed:
             await self._tools.report_interrupted(run, calls)
         delegations = []
+        remote = self.remote
         for call in calls:
             if call.name == DELEGATE_TASK:
                 delegations.append(call)
+            elif remote is not None and (skill := remote.by_tool(call.name)) is not None:
+                # a remote agent's skill is a subagent: its call delegates to it
+                delegations.append(ToolCall(call.id, call.name, remote.delegation(skill, call.arguments)))
             elif call.id not in turn.completed:
                 await self._tools.run(run, call)
         if delegations:

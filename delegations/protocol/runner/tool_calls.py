@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..a2a_tools import RemoteAgents, RemoteSkill
+from ..a2a_subagents import RemoteAgents
 from ..adapters.base import ToolCall
 from ..approvals import ApprovalDecision, ApprovalKind, RunParked
 from ..capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES, verify_token
@@ -44,7 +44,6 @@ _HIGH_RISK = frozenset({"file_delete", "financial_tx"})
 # before one runs, the checkpoint records it as interrupted: if the worker dies before its
 # result is saved, the resumed run reports the call as unknown instead of running it again.
 _EFFECTFUL = frozenset({"fs_write", "file_delete", "subprocess_exec"})
-_REMOTE_MARGIN_S = 0.5     # a remote call gives up this long before its run's deadline
 
 
 def interrupted_record(name: str) -> dict[str, Any]:
@@ -66,18 +65,17 @@ class ToolCalls:
         self.mcp = mcp
         self.remote = remote
 
-    async def run(self, run: ActiveRun, call: ToolCall, remote_task: str = "") -> None:
+    async def run(self, run: ActiveRun, call: ToolCall) -> None:
         """Run ``call`` and record its result in the turn (checkpointed before it is reported).
-        A tool that fails gives a failed result, never an exception. ``remote_task``: the
-        remote A2A task this call sent before a worker stopped, followed instead of resent."""
+        A tool that fails gives a failed result, never an exception."""
         turn = run.chat.turn
         assert turn is not None
         emit = self.reporter.emit
-        if not remote_task and (not run.attempts.asked or not awaits_decision(run, call.id)):
+        if not run.attempts.asked or not awaits_decision(run, call.id):
             await emit(run.run_id, _TOOL_CALL, {"id": call.id, "name": call.name, "arguments": call.arguments})
         scope_error = False
         try:
-            result = await self._dispatch(run, call, remote_task)
+            result = await self._dispatch(run, call)
             record: dict[str, Any] = {"name": call.name, "ok": True, "result": result}
         except ProtocolError as exc:
             record = {"name": call.name, "ok": False, "error": exc.as_dict()}
@@ -102,16 +100,12 @@ class ToolCalls:
 
     async def report_interrupted(self, run: ActiveRun, calls: list[ToolCall]) -> None:
         """On resume: a call that was running when its worker died (see _EFFECTFUL) gets its
-        ``tool_result`` now, failed with ERR_WORKER_LOST, and is not run again; a remote
-        A2A call whose task id was checkpointed follows that task to its end instead."""
+        ``tool_result`` now, failed with ERR_WORKER_LOST, and is not run again."""
         turn = run.chat.turn
         assert turn is not None
         for call in calls:
             record = turn.completed.get(call.id)
             if record is None or not record.get("interrupted"):
-                continue
-            if record.get("remote_task"):
-                await self.run(run, call, record["remote_task"])
                 continue
             # a new dict: the stored checkpoint may hold the old one
             settled = {key: value for key, value in record.items() if key != "interrupted"}
@@ -119,7 +113,7 @@ class ToolCalls:
             await self.reporter.save(run)
             await self.reporter.emit(run.run_id, _TOOL_RESULT, {"id": call.id, **settled})
 
-    async def _dispatch(self, run: ActiveRun, call: ToolCall, remote_task: str = "") -> dict[str, Any]:
+    async def _dispatch(self, run: ActiveRun, call: ToolCall) -> dict[str, Any]:
         if call.name == REQUEST_CAPABILITY:
             return await self._request_capability(run, call)
         tool = self._tool(call.name)
@@ -133,10 +127,8 @@ class ToolCalls:
             raise ProtocolError(ErrorCode.CONSTRAINT_VIOLATION,
                                 "run_command is switched off on this server (subprocess_enabled).")
         arguments = call.arguments
-        if tool.capability in run.scope.approval_required and not remote_task:
-            arguments = await self._approved_arguments(run, call, tool.capability)
-        if isinstance(tool, RemoteSkill):
-            return await self._delegate_remote(run, call, tool, arguments, remote_task)
+        if tool.capability in run.scope.approval_required:
+            arguments = await self.approve(run, call, tool.capability)
         context = ToolContext(
             workspace=Path(run.workspace), read_max_bytes=settings.read_max_bytes,
             http_max_bytes=settings.http_max_bytes, http_timeout_s=settings.http_timeout_s,
@@ -149,36 +141,13 @@ class ToolCalls:
             await self.reporter.save(run)
         return await tool.run(context, arguments)
 
-    def _tool(self, name: str) -> RuntimeTool | RemoteSkill | None:
+    def _tool(self, name: str) -> RuntimeTool | None:
         tool = RUNTIME_TOOLS.get(name)
         if tool is None and self.mcp is not None:
             tool = self.mcp.get(name)
-        if tool is None and self.remote is not None:
-            return self.remote.get(name)
         return tool
 
-    async def _delegate_remote(self, run: ActiveRun, call: ToolCall, remote: RemoteSkill,
-                               arguments: dict[str, Any], remote_task: str) -> dict[str, Any]:
-        """Delegate to a remote agent within the run's time left (less a margin, so the
-        remote task is cancelled before the run's own timeout fires). The call is marked
-        interrupted before anything is sent and the remote task id checkpointed as soon as it
-        is known: a worker that stops meanwhile never sends the message twice."""
-        assert self.remote is not None
-        turn = run.chat.turn
-        assert turn is not None
-
-        async def checkpoint(task_id: str) -> None:
-            turn.completed[call.id] = {**interrupted_record(call.name), "remote_task": task_id}
-            await self.reporter.save(run)
-
-        if not remote_task:
-            turn.completed[call.id] = interrupted_record(call.name)
-            await self.reporter.save(run)
-        left = run.clock.deadline - asyncio.get_running_loop().time() - _REMOTE_MARGIN_S
-        return await self.remote.call(remote, arguments, deadline_s=max(left, 0.1), usage=run.usage,
-                                      task_id=remote_task, on_task=checkpoint)
-
-    async def _approved_arguments(self, run: ActiveRun, call: ToolCall, capability: str) -> dict[str, Any]:
+    async def approve(self, run: ActiveRun, call: ToolCall, capability: str) -> dict[str, Any]:
         """The arguments a person let ``call`` run with (their edit, else the model's), or
         ERR_CONSTRAINT_VIOLATION carrying their comment. A tool a person allowed for the
         rest of the run (or of an ancestor) runs without asking; that is logged."""

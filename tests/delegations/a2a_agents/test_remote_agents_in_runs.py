@@ -1,7 +1,8 @@
 """A run started the way the site starts one (run_create, the worker's execution) delegates
-to a RemoteAgent record's skill: the call parks on the inbox for network_outbound, an
-approver's decision lets it through, and the agent's secret reaches the remote as a Bearer
-header but no event, page, export or log line."""
+to a RemoteAgent record's skill as a child run in its tree: the child parks on the inbox
+for network_outbound, an approver's decision lets it through, and the agent's secret
+reaches the remote as a Bearer header but no event, page, export or log line. A packet may
+name the remote skill itself (``remote/answer``); lint refuses one no agent offers."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.urls import reverse
 from delegations.inbox.decisions import approval_decide
 from delegations.models import Approval, RemoteAgent, RunEvent
 from delegations.runs.export import run_export
+from delegations.runs.lint import lint_as_run
 from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 from tests.protocol import test_a2a_client
@@ -50,15 +52,19 @@ def test_a_remote_call_waits_for_an_approver_then_reaches_the_agent_with_its_sec
     run = run_create(packet=scripts.packet(capabilities=["network_outbound"]), adapter="scripted",
                      config=calls(ANSWER), owner=composer)
     assert run.state == "AWAITING_APPROVAL"
-    approval = Approval.objects.get(run=run)
+    approval = Approval.objects.get(run__root=run)
+    child = approval.run
+    assert child.parent_id == run.pk and child.label == "remote/answer"
     assert approval.payload["tool"] == ANSWER and len(agent.seen) == sent_before
     approval_decide(approval=approval, user=approver, decision="approve")
     run.refresh_from_db()
-    assert run.state == "COMPLETE"
+    child.refresh_from_db()
+    assert run.state == "COMPLETE" and child.state == "COMPLETE"
     assert len(agent.seen) == sent_before + 1
     assert agent.seen[-1]["headers"]["authorization"] == f"Bearer {SECRET}"
     [result] = [e.data for e in RunEvent.objects.filter(run=run, type="tool_result")]
     assert result["ok"] and result["result"]["result"]["output_payload"] == {"answer": 42}
+    assert child.result["output_payload"] == {"answer": 42}
     assert SECRET not in json.dumps([e.data for e in RunEvent.objects.filter(run=run)])
     client.force_login(composer)
     page = client.get(reverse("delegations:run_detail", args=[run.pk]))
@@ -81,3 +87,20 @@ def test_a_disabled_agent_or_a_skill_not_allowed_offers_nothing(
     [result] = [e.data for e in RunEvent.objects.filter(run=run, type="tool_result")]
     assert f"There is no tool '{ANSWER}'" in result["error"]["message"]
     assert len(agent.seen) == sent_before
+
+
+def test_a_packet_naming_a_remote_skill_runs_on_the_agent_and_lint_refuses_one_nobody_offers(
+        immediate_tasks: None, composer: Any, approver: Any, agent: ScriptedAgent) -> None:
+    run = run_create(packet=scripts.packet(skill="remote/answer", capabilities=["network_outbound"],
+                                           subagent_type=None, instruction_set=None),
+                     adapter="scripted", config={"script": []}, owner=composer)
+    approval_decide(approval=Approval.objects.get(run=run), user=approver, decision="approve")
+    run.refresh_from_db()
+    assert run.state == "COMPLETE", run.error
+    assert run.result["output_payload"] == {"answer": 42}
+    for skill, says in [("remote/fail", "No enabled remote agent offers 'remote/fail'"),
+                        ("elsewhere/answer", "No enabled remote agent offers")]:
+        report = lint_as_run(scripts.packet(skill=skill, capabilities=["network_outbound"]))
+        assert not report.runnable and says in json.dumps(report.problems)
+    report = lint_as_run(scripts.packet(skill="remote/answer", capabilities=[]))
+    assert not report.runnable and "needs the capability 'network_outbound'" in json.dumps(report.problems)
