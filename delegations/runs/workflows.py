@@ -27,6 +27,7 @@ from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
 from delegations.runs.redaction import redactor
+from delegations.runs.remote_tasks import cancel_remote_tasks_of
 from delegations.runs.runner_setup import adapter_config
 
 
@@ -177,7 +178,8 @@ def run_retry(*, run: Run, user: Any, fix_instructions: str = "") -> Run:
 def run_cancel(*, run: Run, reason: str = "") -> Run:
     """Cancel a run and its descendants. A worker executing the tree notices within a
     second and stops it through its runner; a run no worker holds (waiting in the lane,
-    parked for a person) is cancelled here and now."""
+    parked for a person) is cancelled here and now (and the remote A2A tasks its runs
+    left waiting are cancelled once that commits)."""
     why = reason or "Cancelled on request."
     with transaction.atomic():
         root = Run.objects.select_for_update().get(pk=run.root_run_id)
@@ -187,8 +189,10 @@ def run_cancel(*, run: Run, reason: str = "") -> Run:
         Run.objects.filter(pk=run.pk).update(cancel_requested_at=timezone.now())
         if root.holds_live_lease():
             return Run.objects.get(pk=run.pk)
-        for member in sorted(run.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth):
+        members = sorted(run.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth)
+        for member in members:
             record_end(member, RunState.CANCELLED, error={"code": "CANCELLED", "message": why})
+        cancel_remote_tasks_of(member.pk for member in members)
         if not run.is_root:
             root.refresh_from_db()
             parked = root.state == RunState.AWAITING_APPROVAL

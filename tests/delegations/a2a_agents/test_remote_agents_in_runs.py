@@ -17,7 +17,7 @@ from delegations.inbox.decisions import approval_decide
 from delegations.models import Approval, RemoteAgent, RunEvent
 from delegations.runs.export import run_export
 from delegations.runs.lint import lint_as_run
-from delegations.runs.workflows import run_create
+from delegations.runs.workflows import run_cancel, run_create
 from tests.delegations import scripts
 from tests.protocol import test_a2a_client
 from tests.protocol.test_a2a_client import ScriptedAgent
@@ -104,3 +104,18 @@ def test_a_packet_naming_a_remote_skill_runs_on_the_agent_and_lint_refuses_one_n
         assert not report.runnable and says in json.dumps(report.problems)
     report = lint_as_run(scripts.packet(skill="remote/answer", capabilities=[]))
     assert not report.runnable and "needs the capability 'network_outbound'" in json.dumps(report.problems)
+
+
+def test_cancelling_a_parked_remote_run_cancels_the_remote_task_it_left_waiting(
+        immediate_tasks: None, composer: Any, agent: ScriptedAgent) -> None:
+    RemoteAgent.objects.update(allowed_skills=["answer", "ask"], capability="search")
+    run = run_create(packet=scripts.packet(skill="remote/ask", capabilities=["search"], subagent_type=None,
+                                           instruction_set=None, expected_output_schema=None,
+                                           success_criteria=[]),
+                     adapter="scripted", config={"script": []}, owner=composer)
+    assert run.state == "AWAITING_APPROVAL"
+    assert "Which region?" in Approval.objects.get(run=run).title
+    cancelled_before = len(agent.cancelled)
+    run_cancel(run=run, reason="Not needed.")
+    run.refresh_from_db()
+    assert run.state == "CANCELLED" and len(agent.cancelled) == cancelled_before + 1
