@@ -22,7 +22,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .schemas import validate_instance
+
 SECRET_ENV_PREFIX = "HANDOFF_A2A_SECRET_"
+# the agent-card extension in which a Handoff agent declares each skill's JSON Schemas
+# (an AgentSkill has no field for them)
+SKILLS_EXTENSION_URI = "https://handoff.dev/a2a/extensions/skills/v1"
 TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
                       "TASK_STATE_REJECTED"})
 INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
@@ -56,6 +61,7 @@ class RemoteOutcome:
     state: str
     context_id: str = ""
     result: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None    # the one the remote declares for the skill
     status_text: str = ""
     messages: int = 0            # the messages this call sent: each counts as a model call
     events: list[str] = field(default_factory=list)
@@ -145,6 +151,15 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         except Exception as exc:
             raise RemoteAgentError(f"remote agent {config.name}: its card at {config.card_url} "
                                    f"could not be read ({type(exc).__name__})") from None
+        schemas = declared_schemas(card, skill)
+        issues = validate_instance(schemas["inputSchema"], input_data, "input") \
+            if isinstance(schemas.get("inputSchema"), dict) and not task_id else []
+        if issues:
+            raise RemoteAgentError(f"remote agent {config.name}: the input does not match the input "
+                                   f"schema its skill {skill} declares ({issues[0].field}: "
+                                   f"{issues[0].message}); nothing was sent")
+        if isinstance(schemas.get("outputSchema"), dict):
+            outcome.output_schema = schemas["outputSchema"]
         client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
         try:
             async with asyncio.timeout(deadline_s):
@@ -177,6 +192,18 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         except Exception as exc:
             raise RemoteAgentError(f"remote agent {config.name} failed: {type(exc).__name__}: "
                                    f"{_without(str(exc), headers)[:300]}") from None
+
+
+def declared_schemas(card: Any, skill: str) -> dict[str, Any]:
+    """The input and output schemas a Handoff agent's card declares for ``skill`` (in its
+    skills extension); empty for any other agent."""
+    from google.protobuf.json_format import MessageToDict
+
+    for extension in card.capabilities.extensions:
+        if extension.uri == SKILLS_EXTENSION_URI:
+            declared = MessageToDict(extension.params).get("skills", {}).get(skill)
+            return declared if isinstance(declared, dict) else {}
+    return {}
 
 
 async def cancel(config: RemoteAgentConfig, task_id: str, *,

@@ -13,9 +13,12 @@ expected output schema and the success criteria.
 
 :class:`RemoteAgentAdapter` speaks for the remote agent in the run's model turns:
 
-- the first turn sends the packet's ``input_data`` as a data part and its goal as text;
+- the first turn sends the packet's ``input_data`` as a data part and its goal as text
+  (unless the input breaks the input schema the remote's card declares for the skill, as a
+  Handoff remote's does: then nothing is sent and the run fails with the reason);
 - the remote's COMPLETED artifact becomes a ``yield_control`` SUCCESS (a Handoff remote's
-  artifact is its ``ResponsePackage``: its ``output_payload`` and summary are taken);
+  artifact is its ``ResponsePackage``: its ``output_payload`` and summary are taken), or a
+  FAILURE when it breaks the output schema the remote declares;
 - FAILED, REJECTED or CANCELED, or a remote that is down, answers a card that does not
   parse or streams garbage, becomes a ``yield_control`` FAILURE with the reason;
 - INPUT_REQUIRED and AUTH_REQUIRED become BLOCKED_AWAITING_CLARIFICATION, a question in the
@@ -49,6 +52,7 @@ from .a2a_client import (
 from .adapters.base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema
 from .errors import ErrorCode, ProtocolError
 from .redaction import Redactor
+from .schemas import validate_instance
 from .tools import YIELD_CONTROL
 
 if TYPE_CHECKING:
@@ -244,11 +248,15 @@ class RemoteAgentAdapter(ModelAdapter):
         if outcome.state != "TASK_STATE_COMPLETED":
             return _failure(self.remote, f"its task {outcome.task_id} ended {outcome.state}: {said or 'no message'}")
         data = self._scrub.value(outcome.result) or {}
+        summary = said or None
         if isinstance(data.get("output_payload"), dict) and "status" in data:
             # a Handoff remote hands back its ResponsePackage: its payload is the answer
-            return {"status": "SUCCESS", "output_payload": data["output_payload"],
-                    "summary": data.get("summary") or said or None}
-        return {"status": "SUCCESS", "output_payload": data, "summary": said or None}
+            data, summary = data["output_payload"], data.get("summary") or summary
+        issues = validate_instance(outcome.output_schema, data, "output_payload") if outcome.output_schema else []
+        if issues:
+            return _failure(self.remote, f"its result does not match the output schema it declares "
+                                         f"({issues[0].field}: {issues[0].message})")
+        return {"status": "SUCCESS", "output_payload": data, "summary": summary}
 
 
 def _said_since(messages: list[Message], seen: int) -> str:

@@ -24,18 +24,33 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
+    AgentExtension,
     AgentInterface,
     AgentSkill,
     Task,
     TaskState,
     TaskStatus,
 )
+from google.protobuf.json_format import ParseDict
+from google.protobuf.struct_pb2 import Struct
 from starlette.applications import Starlette
 
-from delegations.protocol.a2a_client import RemoteAgentConfig, RemoteAgentError, delegate
+from delegations.protocol.a2a_client import (
+    SKILLS_EXTENSION_URI,
+    RemoteAgentConfig,
+    RemoteAgentError,
+    delegate,
+)
 from tests.services import http_on_loopback
 
-SKILLS = ("answer", "ask", "auth", "fail", "hang")
+SKILLS = ("answer", "ask", "auth", "fail", "hang", "wrong")
+# what the remote's card declares in Handoff's skills extension, as a Handoff remote does
+DECLARED = {"answer": {"inputSchema": {"type": "object", "required": ["options"],
+                                       "properties": {"options": {"type": "array"}}},
+                       "outputSchema": {"type": "object", "required": ["answer"],
+                                        "properties": {"answer": {"type": "integer"}}}},
+            "wrong": {"outputSchema": {"type": "object", "required": ["answer"],
+                                       "properties": {"answer": {"type": "integer"}}}}}
 SECRET = "s3cret-token-value"
 
 
@@ -62,8 +77,9 @@ class ScriptedAgent(AgentExecutor):
                                              status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)))
         await updater.start_work()
         say = lambda text: new_text_message(text, context_id=context.context_id, task_id=context.task_id)  # noqa: E731
-        if skill == "answer":
-            await updater.add_artifact([new_data_part({"status": "SUCCESS", "output_payload": {"answer": 42}})])
+        if skill in ("answer", "wrong"):
+            answer = 42 if skill == "answer" else "forty-two"
+            await updater.add_artifact([new_data_part({"status": "SUCCESS", "output_payload": {"answer": answer}})])
             await updater.complete()
         elif skill == "ask":
             await updater.requires_input(say("Which region?"))
@@ -93,7 +109,8 @@ def remote() -> Iterator[tuple[str, ScriptedAgent]]:
     card = AgentCard(name="Remote", description="A scripted remote agent", version="1.0.0",
                      supported_interfaces=[AgentInterface(url=f"{url}/rpc", protocol_binding="JSONRPC",
                                                           protocol_version="1.0")],
-                     capabilities=AgentCapabilities(streaming=True),
+                     capabilities=AgentCapabilities(streaming=True, extensions=[AgentExtension(
+                         uri=SKILLS_EXTENSION_URI, params=ParseDict({"skills": DECLARED}, Struct()))]),
                      default_input_modes=["application/json"], default_output_modes=["application/json"],
                      skills=[AgentSkill(id=skill, name=skill, description=skill, tags=["test"]) for skill in SKILLS])
     agent = ScriptedAgent()
@@ -193,3 +210,15 @@ async def test_a_card_that_does_not_parse_or_a_remote_that_is_down_fails_with_th
     with pytest.raises(RemoteAgentError, match="could not be read") as refused:
         await delegate(config(down), skill="answer", input_data={}, goal="Go.", deadline_s=5, environ=ENV)
     assert SECRET not in garbled.value.message + refused.value.message
+
+
+async def test_an_input_the_declared_input_schema_refuses_is_not_sent(remote: Any) -> None:
+    url, agent = remote
+    sent = len(agent.seen)
+    with pytest.raises(RemoteAgentError, match=r"does not match the input schema .* answer .*nothing was sent"):
+        await delegate(config(url), skill="answer", input_data={"choices": []}, goal="Go.", deadline_s=5,
+                       environ=ENV)
+    assert len(agent.seen) == sent
+    outcome = await delegate(config(url), skill="answer", input_data={"options": []}, goal="Go.",
+                             deadline_s=5, environ=ENV)
+    assert outcome.output_schema == DECLARED["answer"]["outputSchema"]

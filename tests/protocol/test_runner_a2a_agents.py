@@ -59,6 +59,7 @@ async def run_script(runner: Runner, turns: list[dict[str, Any]], capabilities: 
 
 def remote_packet(skill: str, **fields: Any) -> dict[str, Any]:
     """A run of the remote agent's ``skill`` itself."""
+    fields.setdefault("input_data", GOAL["input"])
     return root_packet(skill=f"remote/{skill}", capabilities=["search"], instruction_set=None,
                        subagent_type=None, **fields)
 
@@ -183,6 +184,16 @@ async def test_an_artifact_that_fails_the_output_schema_fails_the_run_with_the_r
                                  adapter=ScriptedAdapter({"script": []}), workspace=workspace)
     assert outcome.state is RunState.FAILED
     assert "region" in json.dumps(outcome.error) and outcome.usage.model_calls == 2
+
+
+async def test_an_artifact_that_fails_the_schema_the_remote_declares_fails_the_run(
+        sink: MemorySink, settings: RunnerSettings, workspace: Path, remote: tuple[str, ScriptedAgent]) -> None:
+    url, _ = remote
+    runner = a2a_runner(sink, settings, agents(url))
+    outcome = await runner.start(remote_packet("wrong"), adapter=ScriptedAdapter({"script": []}),
+                                 workspace=workspace)
+    assert outcome.state is RunState.FAILED
+    assert "does not match the output schema it declares" in json.dumps(outcome.error)
 
 
 async def test_a_remote_that_hangs_past_the_runs_time_is_cancelled_remotely(
