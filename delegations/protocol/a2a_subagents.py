@@ -139,8 +139,7 @@ class RemoteAgents:
         """The ``delegate_task`` arguments a call of ``remote``'s tool stands for."""
         goal, input_data = arguments.get("goal"), arguments.get("input", {})
         return {"goal": goal if isinstance(goal, str) else "", "skill": remote.ref, "label": remote.ref,
-                "input_data": input_data if isinstance(input_data, dict) else {},
-                "capabilities": [remote.capability]}
+                "input_data": input_data if isinstance(input_data, dict) else {}}
 
     def adapter(self, remote: RemoteSkill, *, goal: str = "",
                 input_data: dict[str, Any] | None = None) -> RemoteAgentAdapter:

@@ -291,3 +291,14 @@ def test_a_runner_with_remote_agents_loads_the_a2a_sdk_only_when_one_is_called()
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.split() == ["COMPLETE", "False"], done.stderr
+
+
+async def test_a_delegate_task_naming_a_remote_skill_gets_the_agents_capability_from_its_parent(
+        sink: MemorySink, settings: RunnerSettings, workspace: Path, remote: tuple[str, ScriptedAgent]) -> None:
+    url, _ = remote
+    runner = a2a_runner(sink, settings, agents(url))
+    delegation = {"label": "quote", "skill": "remote/answer", "goal": "Pick one.", "input_data": GOAL["input"]}
+    outcome, _ = await run_script(runner, [call_turn("delegate_task", delegation)], ["search"], workspace)
+    child = child_of(sink, outcome.run_id)
+    assert final(sink, child)["state"] == "COMPLETE"
+    assert final(sink, child)["result"]["output_payload"] == {"answer": 42}

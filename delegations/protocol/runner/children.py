@@ -184,9 +184,14 @@ class Children:
         parent.family.spawned += 1
         label = str(arguments.get("label") or arguments.get("subagent_type") or f"child-{parent.family.spawned}")
         remote = self.remote.by_ref(arguments.get("skill")) if self.remote is not None else None
-        # a remote skill's child has the remote agent for its model (set up when it is accepted)
-        adapter = self.remote.adapter(remote) if self.remote is not None and remote is not None \
-            else parent.adapter.for_child(label)
+        if remote is not None:
+            assert self.remote is not None
+            # the remote agent is its model (set up when it is accepted); it asks for the
+            # agent's capability unless the call names others (narrowed to the parent's)
+            adapter: ModelAdapter = self.remote.adapter(remote)
+            arguments = {"capabilities": [remote.capability], **arguments}
+        else:
+            adapter = parent.adapter.for_child(label)
         depth = parent.depth + 1
         available, view = allowance if allowance is not None else _allowance(parent)
         scope, agent_id = child_scope(arguments, parent.scope, depth=depth, label=label,
