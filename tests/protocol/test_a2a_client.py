@@ -5,6 +5,7 @@ auth, fails, or hangs, by skill."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -222,3 +223,37 @@ async def test_an_input_the_declared_input_schema_refuses_is_not_sent(remote: An
     outcome = await delegate(config(url), skill="answer", input_data={"options": []}, goal="Go.",
                              deadline_s=5, environ=ENV)
     assert outcome.output_schema == DECLARED["answer"]["outputSchema"]
+
+
+class GarbledStream(BaseHTTPRequestHandler):
+    """A card that parses, and a JSON-RPC endpoint that streams garbage."""
+
+    def do_GET(self) -> None:
+        url = f"http://127.0.0.1:{self.server.server_address[1]}/rpc"
+        card = {"name": "Garbled", "description": "streams garbage", "version": "1.0.0",
+                "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+                "capabilities": {"streaming": True}, "defaultInputModes": ["application/json"],
+                "defaultOutputModes": ["application/json"],
+                "skills": [{"id": "answer", "name": "answer", "description": "answer", "tags": ["t"]}]}
+        self._send("application/json", json.dumps(card).encode())
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self._send("text/event-stream", b"data: {this is not json\n\ndata: ]]\n\n")
+
+    def _send(self, kind: str, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_remote_that_streams_garbage_fails_with_the_reason() -> None:
+    with http_on_loopback(GarbledStream) as url, pytest.raises(RemoteAgentError, match="remote agent remote failed: .*Invalid JSON-RPC") as caught:
+        await delegate(config(url), skill="answer", input_data={"options": []}, goal="Go.", deadline_s=10,
+                       environ=ENV)
+    assert SECRET not in caught.value.message
