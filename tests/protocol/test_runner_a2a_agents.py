@@ -90,7 +90,7 @@ async def test_a_call_of_a_remote_skill_is_a_child_run_in_the_tree_charged_to_it
     [event] = [e.data for e in sink.of_run(outcome.run_id) if e.type == "child"]
     assert event["label"] == "remote/answer" and event["packet"]["skill"] == "remote/answer"
     [result] = results(sink, outcome.run_id)
-    assert result["ok"], result
+    assert result["ok"] and result["name"] == ANSWER, result
     assert result["result"]["run_id"] == child
     assert final(sink, child)["result"]["output_payload"] == {"answer": 42}
     [sent] = [e.data for e in sink.of_run(child) if e.type == "log" and e.data.get("remote_task_id")]

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..a2a_subagents import RemoteAgents, remote_adapter_of
+from ..a2a_subagents import RemoteAgents, is_remote_tool, remote_adapter_of
 from ..adapters.base import ModelAdapter, ToolCall
 from ..approvals import ApprovalRequest, RunParked
 from ..budgets import Budget, remaining
@@ -85,7 +85,7 @@ class Children:
                 child = self._spawn(run, call, None, allowance)
             except ProtocolError as exc:
                 failure = exc.as_dict()
-                turn.completed[call.id] = {"name": DELEGATE_TASK, "ok": False, "error": failure}
+                turn.completed[call.id] = {"name": call.name, "ok": False, "error": failure}
                 await emit(run.run_id, _TOOL_RESULT, {"id": call.id, **turn.completed[call.id]})
                 await emit(run.run_id, _ERROR, {**failure, "call_id": call.id})
                 continue
@@ -116,7 +116,7 @@ class Children:
             if outcome.state is RunState.AWAITING_APPROVAL:
                 parked = parked or outcome.parked
                 continue
-            record = child_record(str(outcome.state), outcome.announce)
+            record = child_record(str(outcome.state), outcome.announce, call.name)
             turn.completed[call.id] = record
             run.family.active.pop(child.run_id, None)
             await emit(run.run_id, _TOOL_RESULT, {"id": call.id, **record})
@@ -172,7 +172,7 @@ class Children:
                if depth < max_depth else f"depth {depth} is already the limit ({max_depth})")
         failure = {"code": ErrorCode.CONSTRAINT_VIOLATION.value,
                    "message": f"delegate_task is not available to this run: {why}. Do the work yourself."}
-        turn.completed[call.id] = {"name": DELEGATE_TASK, "ok": False, "error": failure}
+        turn.completed[call.id] = {"name": call.name, "ok": False, "error": failure}
         await self.reporter.save(run)
         await self.reporter.emit(run.run_id, _TOOL_RESULT, {"id": call.id, **turn.completed[call.id]})
         await self.reporter.emit(run.run_id, _ERROR, {**failure, "call_id": call.id})
@@ -216,7 +216,8 @@ class Children:
         if checkpoint.outcome is not None:
             turn = parent.chat.turn
             assert turn is not None
-            record = child_record(str(checkpoint.outcome.get("state") or ""), checkpoint.outcome.get("announce"))
+            record = child_record(str(checkpoint.outcome.get("state") or ""), checkpoint.outcome.get("announce"),
+                                  call.name)
             turn.completed[call.id] = record
             await emit(parent.run_id, _TOOL_RESULT, {"id": call.id, **record})
             return None
@@ -234,13 +235,13 @@ class Children:
         return child
 
 
-def child_record(state: str, announce: dict[str, Any] | None) -> dict[str, Any]:
+def child_record(state: str, announce: dict[str, Any] | None, tool: str = DELEGATE_TASK) -> dict[str, Any]:
     """The ``delegate_task`` result of a child that ended, as its parent's model reads it:
     the child's announce, and for a child that did not complete an ``error`` that says how
     it ended. The model reads only the error of a failed call, so without it a child
     cancelled from the run page (its subtree stopped, the parent going on) would reach the
     parent's model as ``{"error": null}``."""
-    record: dict[str, Any] = {"name": DELEGATE_TASK, "ok": state == RunState.COMPLETE.value,
+    record: dict[str, Any] = {"name": tool, "ok": state == RunState.COMPLETE.value,
                               "result": announce}
     if not record["ok"]:
         record["error"] = _child_failure(state, announce if isinstance(announce, dict) else {})
@@ -269,7 +270,7 @@ def children_result(turn: Turn, calls: list[ToolCall]) -> ResponsePackage:
     entries = []
     succeeded = 0
     for call in calls:
-        if call.name != DELEGATE_TASK:
+        if call.name != DELEGATE_TASK and not is_remote_tool(call.name):
             continue
         record = turn.completed.get(call.id, {})
         announce = record.get("result")
