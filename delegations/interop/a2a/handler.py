@@ -36,6 +36,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import PushNotificationNotSupportedError
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from . import workflows
 from .card import agent_card
@@ -47,8 +48,6 @@ POLL_S = 0.2   # how often a stream looks for new events in the log
 TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
             TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
 INTERRUPTED = {TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_INPUT_REQUIRED}
-# the longest a blocking SendMessage waits before answering with the task as it stands
-BLOCKING_WAIT_S = 120.0
 
 
 def caller(context: ServerCallContext) -> tuple[Any, str]:
@@ -58,11 +57,16 @@ def caller(context: ServerCallContext) -> tuple[Any, str]:
 
 class HandoffRequestHandler(RequestHandler):
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
+        """The task, once it ends or waits for someone, or as it stands after
+        ``HANDOFF_A2A_SEND_WAIT_S``. The spec says a send without ``returnImmediately`` MUST
+        wait for that; the setting caps the wait, so a slow local model does not hold an
+        HTTP request (and a proxy's timeout) for minutes: a task still working is followed
+        with GetTask or SubscribeToTask. ``returnImmediately`` answers at once."""
         user, base_url = caller(context)
         run_id = await sync_to_async(workflows.task_start_or_continue)(params.message, user)
         audit.info("a2a SendMessage by %s task=%s", user.get_username(), run_id)
         if not params.configuration.return_immediately:
-            async for _ in self._follow(run_id, 0, base_url, max_wait_s=BLOCKING_WAIT_S):
+            async for _ in self._follow(run_id, 0, base_url, max_wait_s=settings.HANDOFF_A2A_SEND_WAIT_S):
                 pass
         return await self._task(run_id, base_url, params.configuration.history_length or None)
 

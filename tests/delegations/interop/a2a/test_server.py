@@ -88,7 +88,7 @@ def test_the_card_lists_each_skill_with_its_schemas_in_handoffs_extension(
     schemas = extension["params"]["skills"]["caching@1.0.0"]
     assert schemas["inputSchema"]["required"] == ["options"]
     assert set(schemas["outputSchema"]["properties"]) == {"price", "currency"}
-    assert card["securitySchemes"]["handoffToken"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert {i["protocolBinding"] for i in card["supportedInterfaces"]} == {"JSONRPC", "HTTP+JSON"}
     assert all(i["url"].startswith(live_url) for i in card["supportedInterfaces"])
     # a client handed only the JSON-RPC URL finds the same card under it, without a token
