@@ -1,8 +1,8 @@
 """Handoff's agent card: the registry's published skills as A2A skills.
 
 An ``AgentSkill`` has no field for schemas, so each skill's input and output JSON Schemas
-travel in Handoff's own declared extension (:data:`EXTENSION_URI`), keyed by skill id
-(``name@version``). The same extension says how a message names a skill. The public card
+travel in Handoff's own declared extension (``SKILLS_EXTENSION_URI``, which Handoff's A2A
+client reads back), keyed by skill id (``name@version``). The same extension says how a message names a skill. The public card
 lists every published skill; the extended card (authenticated) lists those the caller's
 token may run: all of them for a composer, none for anyone else.
 """
@@ -26,11 +26,11 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_1_0
 
 from delegations.accounts.roles import can_compose
+from delegations.protocol.a2a_client import SKILLS_EXTENSION_URI
 from skills.models import Skill
 
 from .tasks import struct
 
-EXTENSION_URI = "https://handoff.dev/a2a/extensions/skills/v1"
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
 JSON = "application/json"
@@ -58,7 +58,7 @@ def skills_extension(skills: list[Skill]) -> AgentExtension:
                                            "capabilities": list(skill.capabilities),
                                            "requiresApproval": skill.requires_approval}
                                for skill in skills}
-    return AgentExtension(uri=EXTENSION_URI, required=False,
+    return AgentExtension(uri=SKILLS_EXTENSION_URI, required=False,
                           description="Each skill's input and output JSON Schemas, and how a "
                                       "message names a skill.",
                           params=struct({"skills": schemas, "messageFormat": MESSAGE_FORMAT}))
