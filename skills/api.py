@@ -20,6 +20,8 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from delegations.accounts.roles import can_compose
+from delegations.models import RemoteAgent
+from delegations.models.remote_agents import RemoteSkillListing
 from delegations.protocol.manifest import SUBAGENT_TYPES
 
 from .models import MAX_PAGE, Skill, SkillSource
@@ -105,12 +107,25 @@ class SkillWithVersionsOut(SkillDetailOut):
     versions: list[SkillVersionOut] = Field(description="Every version, highest first (semver)")
 
 
+class RemoteSkillOut(Schema):
+    ref: str = Field(description="<agent>/<skill>, what a delegation's `skill` field takes")
+    agent: str = Field(description="The remote A2A agent's name")
+    skill: str = Field(description="The skill's id on that agent")
+    card_host: str = Field(description="Where the agent runs (host and port of its card URL)")
+    capability: str = Field(description="The capability a run needs (in `capabilities`) to use it")
+    requires_approval: bool = Field(description="Whether that capability waits for a person first")
+    price_per_call_usd: float = Field(description="What one message to it costs (0: not declared)")
+
+
 class SkillPageOut(Schema):
     items: list[SkillSummaryOut]
     total: int
     page: int
     page_size: int
     pages: int
+    remote_skills: list[RemoteSkillOut] = Field(
+        default_factory=list, description="Skills of the enabled remote A2A agents matching the same "
+                                          "filters; not paginated (the same on every page)")
 
 
 class ImportOut(Schema):
@@ -147,6 +162,12 @@ def _summary(skill: Skill) -> dict[str, Any]:
     }
 
 
+def _remote_summary(listing: RemoteSkillListing) -> dict[str, Any]:
+    return {"ref": listing.ref, "agent": listing.agent, "skill": listing.skill, "card_host": listing.card_host,
+            "capability": listing.capability, "requires_approval": listing.requires_approval,
+            "price_per_call_usd": listing.price_per_call_usd}
+
+
 def _detail(skill: Skill) -> dict[str, Any]:
     return {
         **_summary(skill), "entry_point": skill.entry_point, "entry_kind": skill.entry_kind,
@@ -173,14 +194,15 @@ def _get_skill(name: str, version: str | None = None) -> Skill:
 
 @router.get("", response=SkillPageOut, summary="Search the catalog (latest versions)")
 def skill_list(request: HttpRequest, filters: Query[CatalogQuery]) -> dict[str, Any]:
-    rows = Skill.objects.catalog(q=filters.q, capability=filters.capability,
-                                 subagent_type=filters.subagent_type or "",
-                                 requires_approval=filters.requires_approval, tag=filters.tag)
+    catalog: dict[str, Any] = {"q": filters.q, "capability": filters.capability,
+                               "subagent_type": filters.subagent_type or "",
+                               "requires_approval": filters.requires_approval, "tag": filters.tag}
     # A page past the end is empty rather than an error, like any paginated listing.
-    page = rows.paginate(filters.page, filters.page_size, clamp=False)
+    page = Skill.objects.catalog(**catalog).paginate(filters.page, filters.page_size, clamp=False)
     return {"items": [_summary(skill) for skill in page.object_list],
             "total": page.paginator.count, "page": filters.page, "page_size": filters.page_size,
-            "pages": page.paginator.num_pages}
+            "pages": page.paginator.num_pages,
+            "remote_skills": [_remote_summary(listing) for listing in RemoteAgent.objects.listings(**catalog)]}
 
 
 @router.get("/{name}", response=SkillWithVersionsOut, url_name="skill_latest",

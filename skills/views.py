@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
 from delegations.accounts.roles import can_compose
+from delegations.models import RemoteAgent
 from delegations.protocol.errors import ProtocolError
 
 from .forms import CatalogFilterForm, SkillImportForm
@@ -47,12 +48,21 @@ def _page_links(page: Page[Skill]) -> list[int | str]:
     return list(page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1))
 
 
-def _with_skill(url_name: str, skill: Skill) -> str | None:
-    """``url_name`` prefilled with this skill, or None while that page does not exist."""
+def _with_skill(url_name: str, ref: str) -> str | None:
+    """``url_name`` prefilled with the skill ``ref``, or None while that page does not exist."""
     try:
-        return f"{reverse(url_name)}?skill={skill.ref}"
+        return f"{reverse(url_name)}?skill={ref}"
     except NoReverseMatch:
         return None
+
+
+def _remote_skills(request: HttpRequest, filters: dict[str, Any]) -> list[dict[str, Any]]:
+    """The remote agents' skills the filters match, each with the composer prefilled with
+    it for those who may compose (the composer gives it the agent's capability)."""
+    composes = can_compose(request.user)
+    return [{"listing": listing,
+             "compose_url": _with_skill("delegations:delegation_new", listing.ref) if composes else None}
+            for listing in RemoteAgent.objects.listings(**filters)]
 
 
 @require_GET
@@ -68,6 +78,9 @@ def catalog(request: HttpRequest) -> HttpResponse:
         "capability_names": Skill.objects.capability_names,
         "filtered": any(value not in ("", None) for value in filters.values()),
         "can_import": can_compose(request.user),
+        "remote_skills": _remote_skills(request, filters),
+        # only superusers add remote agents (the admin, /api/remote-agents)
+        "can_add_remote_agents": request.user.is_superuser,
     }
     if request.htmx and not request.htmx.boosted:  # type: ignore[attr-defined]
         response = render(request, "skills/catalog.html#results", context)
@@ -83,8 +96,8 @@ def detail(request: HttpRequest, name: str, version: str | None = None) -> HttpR
     context = {
         "skill": skill, "versions": Skill.objects.versions_of(skill.name),
         # starting runs is for composers, like importing: in the composer, or as raw JSON
-        "compose_url": _with_skill("delegations:delegation_new", skill) if can_compose(request.user) else None,
-        "run_url": _with_skill("delegations:run_new", skill) if can_compose(request.user) else None,
+        "compose_url": _with_skill("delegations:delegation_new", skill.ref) if can_compose(request.user) else None,
+        "run_url": _with_skill("delegations:run_new", skill.ref) if can_compose(request.user) else None,
         "files": skill.files.defer("content"),
     }
     if request.htmx and not request.htmx.boosted:  # type: ignore[attr-defined]

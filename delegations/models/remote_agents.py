@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator, URLValidator
 from django.db import models
 
 from delegations.protocol.a2a_client import SECRET_ENV_PREFIX, RemoteAgentConfig
+from delegations.protocol.a2a_subagents import remote_ref
 from delegations.protocol.capabilities import KNOWN_CAPABILITIES
 
 from .peer_urls import credentials_problem
@@ -15,7 +19,46 @@ DEFAULT_CAPABILITY = "network_outbound"
 _SKILL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@\-]{0,199}$")
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteSkillListing:
+    """One skill an enabled remote agent offers, as the skill catalog lists it: what a
+    person needs to pick it (where it runs, what it needs, what a message costs)."""
+
+    agent: str
+    skill: str
+    card_host: str
+    capability: str
+    price_per_call_usd: float
+
+    @property
+    def ref(self) -> str:
+        """What a packet's ``skill`` names it by."""
+        return remote_ref(self.agent, self.skill)
+
+    @property
+    def requires_approval(self) -> bool:
+        return self.capability in settings.HANDOFF_APPROVAL_REQUIRED_CAPABILITIES
+
+    def matches(self, *, q: str, capability: str, requires_approval: bool | None) -> bool:
+        words = q.strip().lower()
+        return ((not words or words in self.ref.lower()) and (not capability or capability == self.capability)
+                and (requires_approval is None or requires_approval == self.requires_approval))
+
+
 class RemoteAgentQuerySet(models.QuerySet["RemoteAgent"]):
+    def listings(self, *, q: str = "", capability: str = "", subagent_type: str = "",
+                 requires_approval: bool | None = None, tag: str = "") -> list[RemoteSkillListing]:
+        """The enabled agents' skills matching the skill catalog's filters, so the catalog
+        page and ``GET /api/skills`` list the same. A remote skill has no role and no tags
+        here (its card is read only when a run calls it), so filtering by either leaves none."""
+        if subagent_type or tag:
+            return []
+        listed = [RemoteSkillListing(agent.name, skill, agent.card_host, agent.capability,
+                                     agent.price_per_call_usd)
+                  for agent in self.filter(enabled=True).order_by("name") for skill in agent.allowed_skills]
+        return [listing for listing in listed
+                if listing.matches(q=q, capability=capability, requires_approval=requires_approval)]
+
     def run_configs(self) -> list[RemoteAgentConfig]:
         """The enabled agents as the A2A client takes them."""
         return [agent.to_config() for agent in self.filter(enabled=True).order_by("name")]
@@ -85,6 +128,19 @@ class RemoteAgent(models.Model):
                                     f"{', '.join(sorted(KNOWN_CAPABILITIES))}."]
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def card_host(self) -> str:
+        """Where the agent runs, as pages show it: host and port, never a user or password
+        a URL stored without the admin's check might carry."""
+        try:
+            parts = urlsplit(self.card_url)
+            port = parts.port
+        except ValueError:
+            return ""
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host   # an IPv6 address, as URLs write it
+        return f"{host}:{port}" if port else host
 
     def to_config(self) -> RemoteAgentConfig:
         return RemoteAgentConfig(name=self.name, card_url=self.card_url, skills=tuple(self.allowed_skills),
