@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.forms import BoundField
 
+from delegations.protocol.a2a_client import RemoteAgentConfig
 from delegations.protocol.capabilities import CAPABILITY_INFO
 from delegations.protocol.criteria import parse_criterion
 from delegations.protocol.errors import ProtocolError
@@ -367,6 +368,13 @@ def new_initial(skill: Skill | None = None, role: str | None = None) -> dict[str
     elif role == "executor":
         initial["anti_laziness_checklist"] = STANDARD_CHECKLIST_ITEMS
     return initial
+
+
+def remote_skill_initial(ref: str, agent: RemoteAgentConfig) -> dict[str, Any]:
+    """Where a delegation to a remote agent's skill (``<agent>/<skill>``) starts: a new
+    delegation's timeout and budget, the skill, and the agent's capability, without which
+    no run of it starts. The goal is the person's: it is what the agent is sent."""
+    return {**new_initial(), "skill": ref, "capabilities": [agent.capability]}
 
 
 # -- the form ----------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from delegations.accounts.roles import can_compose
-from delegations.models import Delegation, Run
+from delegations.models import Delegation, RemoteAgent, Run
+from delegations.protocol.a2a_client import RemoteAgentConfig
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
@@ -45,6 +46,7 @@ from .forms import (
     initial_from_packet,
     new_initial,
     packet_from_form,
+    remote_skill_initial,
 )
 from .services import (
     DelegationError,
@@ -134,8 +136,13 @@ def delegation_new(request: HttpRequest) -> HttpResponse:
         return _new_from_template(request)
     ref, role = request.GET.get("skill", ""), request.GET.get("role", "")
     skill = _skill_named(ref)
+    remote = RemoteAgent.objects.offering(ref) if skill is None else None
+    if remote is not None:
+        initial = remote_skill_initial(ref, remote)
+        return _render(request, ComposerForm(initial=initial), packet=packet_from_form(initial))
     if ref and skill is None:
-        messages.warning(request, f"No skill {ref} in the registry; pick another, or start from a role.")
+        offered_by = " and no enabled remote agent offers it" if "/" in ref else ""
+        messages.warning(request, f"No skill {ref} in the registry{offered_by}; pick another, or start from a role.")
     if skill is None and role not in SUBAGENT_TYPES:
         return _start_page(request)
     initial = new_initial(skill, role)
@@ -458,6 +465,18 @@ def _panel_context(form: ComposerForm, report: LintReport) -> dict[str, Any]:
             "packet_json": packet_json, "form_id": "composer"}
 
 
+def _remote_skill_of(form: ComposerForm) -> RemoteAgentConfig | None:
+    """The remote agent whose skill the form names, if one offers it; its goal field then
+    says that the goal is what the agent is sent."""
+    ref = str(form["skill"].value() or "")
+    agent = RemoteAgent.objects.offering(ref) if form.skill is None else None
+    if agent is not None:
+        form.fields["goal"].widget.attrs.setdefault(
+            "placeholder", f"What to ask {agent.name}: sent to it as the message, with the input as data, "
+                           f"e.g. “Quote the current price of TSLA in USD”.")
+    return agent
+
+
 def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] | None = None,
             report: LintReport | None = None, adapter_form: AdapterForm | None = None,
             delegation: Delegation | None = None, stale: StaleSave | None = None,
@@ -471,8 +490,9 @@ def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] 
                                   initial={"adapter": "scripted", "script": default_script(report.packet or {})})
     query = f"?delegation={delegation.pk}" if delegation else ""
     panel = _panel_context(form, report)
+    remote_skill = _remote_skill_of(form)
     context = {
-        "form": form, "skill": form.skill, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,
+        "form": form, "skill": form.skill, "remote_skill": remote_skill, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,
         "stale": stale, "import_problems": import_problems or [],
         "import_form": import_form or ImportForm(initial={"packet_json": panel["packet_json"]}),
         "action_url": _edit_url(delegation) if delegation else reverse("delegations:delegation_new"),
