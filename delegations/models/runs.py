@@ -147,6 +147,14 @@ class Run(models.Model):
         return RunCheckpoint.objects.filter(run_id=self.pk).exists()
 
     @property
+    def remote_agent(self) -> str:
+        """The remote A2A agent this run is a skill of, or "": its skill is named
+        ``<agent>/<skill>``, which no registry skill's name can be (they hold no '/'), and
+        the runner hands such a run to that agent."""
+        agent, slash, _ = self.skill.partition("/")
+        return agent if slash else ""
+
+    @property
     def is_root(self) -> bool:
         return self.parent_id is None
 

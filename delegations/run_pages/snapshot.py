@@ -419,9 +419,9 @@ def findings_view(run: Run) -> list[dict[str, Any]]:
 def skill_view(run: Run) -> dict[str, str] | None:
     """The skill the run executed (``name@version``), with its registry page when the
     registry still has that version (a child that named a skill without a version links
-    to the skill's latest page)."""
-    if not run.skill:
-        return None
+    to the skill's latest page). A remote agent's skill has no page here."""
+    if not run.skill or run.remote_agent:
+        return {"ref": run.skill, "url": ""} if run.skill else None
     name, _, version = run.skill.partition("@")
     rows = Skill.objects.filter(name=name)
     rows = rows.filter(version=version) if version else rows.filter(is_latest=True)
@@ -429,6 +429,17 @@ def skill_view(run: Run) -> dict[str, str] | None:
         return {"ref": run.skill, "url": ""}
     url = reverse("skills:version", args=[name, version]) if version else reverse("skills:detail", args=[name])
     return {"ref": run.skill, "url": url}
+
+
+def remote_view(run: Run) -> dict[str, str] | None:
+    """For a run of a remote agent's skill: the agent, and the id of its task there, which
+    the runner logs the moment the agent names it ("" until then)."""
+    if not run.remote_agent:
+        return None
+    logged = (RunEvent.objects.filter(run=run, type="log", data__has_key="remote_task_id")
+              .order_by("seq").values_list("data", flat=True).first())
+    task_id = logged.get("remote_task_id") if isinstance(logged, dict) else ""
+    return {"agent": run.remote_agent, "task_id": str(task_id or "")}
 
 
 def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree: bool = False,
@@ -475,7 +486,7 @@ def snapshot(run: Run, *, since: int = 0, with_streams: bool = True, patch_tree:
         "headline": failure_headline(run.state, run.error, run.result, skill=run.skill,
                                      findings=run.findings or []),
         "queued_messages": list(RunMessage.objects.filter(run=run, delivered_at__isnull=True)),
-        "ancestors": _ancestors(run), "skill": skill_view(run),
+        "ancestors": _ancestors(run), "skill": skill_view(run), "remote": remote_view(run),
         "retries": list(run.retries.only("id", "attempt", "state").order_by("attempt", "created_at")),
     }
 
