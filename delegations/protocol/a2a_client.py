@@ -105,6 +105,10 @@ def _artifact_data(event: Any) -> dict[str, Any] | None:
 
 
 async def _follow(stream: Any, outcome: RemoteOutcome) -> RemoteOutcome:
+    """Read the stream until the task ends or waits for someone. A COMPLETED status that
+    comes before any artifact is read past: a Handoff remote streams its event log as
+    status updates, so the status of the event that ended its run precedes the artifact
+    and the final status."""
     async for event in stream:
         if event.HasField("message"):
             continue
@@ -117,6 +121,8 @@ async def _follow(stream: Any, outcome: RemoteOutcome) -> RemoteOutcome:
             outcome.state = _state(event)
             outcome.status_text = _status_text(event) or outcome.status_text
             outcome.events.append(outcome.state)
+            if outcome.state == "TASK_STATE_COMPLETED" and outcome.result is None:
+                continue
             if outcome.state in TERMINAL | INTERRUPTED and not event.HasField("task"):
                 return outcome
             if event.HasField("task") and outcome.state in TERMINAL:

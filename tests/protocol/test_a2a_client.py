@@ -253,7 +253,34 @@ class GarbledStream(BaseHTTPRequestHandler):
 
 
 async def test_a_remote_that_streams_garbage_fails_with_the_reason() -> None:
-    with http_on_loopback(GarbledStream) as url, pytest.raises(RemoteAgentError, match="remote agent remote failed: .*Invalid JSON-RPC") as caught:
+    with http_on_loopback(GarbledStream) as url, pytest.raises(RemoteAgentError, match=r"remote agent remote failed: .*Invalid JSON-RPC") as caught:
         await delegate(config(url), skill="answer", input_data={"options": []}, goal="Go.", deadline_s=10,
                        environ=ENV)
     assert SECRET not in caught.value.message
+
+
+class EndAnnouncedFirst(GarbledStream):
+    """A remote that streams its history as status updates, as a Handoff remote does: the
+    update of the event that ended the task says COMPLETED before the artifact and the
+    final status follow."""
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        task = {"id": "t-1", "contextId": "c-1"}
+        completed = {"status": {"state": "TASK_STATE_COMPLETED"}, "taskId": "t-1", "contextId": "c-1"}
+        artifact = {"artifactId": "t-1-result", "parts": [{"data": {"status": "SUCCESS",
+                                                                     "output_payload": {"answer": 42}}}]}
+        results = [{"task": {**task, "status": {"state": "TASK_STATE_WORKING"}}}, {"statusUpdate": completed},
+                   {"artifactUpdate": {"taskId": "t-1", "contextId": "c-1", "artifact": artifact, "lastChunk": True}},
+                   {"statusUpdate": completed}]
+        self._send("text/event-stream", "".join(
+            f"data: {json.dumps({'jsonrpc': '2.0', 'id': request['id'], 'result': result})}\n\n"
+            for result in results).encode())
+
+
+async def test_a_completed_status_streamed_before_the_artifact_still_brings_the_artifact() -> None:
+    with http_on_loopback(EndAnnouncedFirst) as url:
+        outcome = await delegate(config(url), skill="answer", input_data={"options": []}, goal="Go.",
+                                 deadline_s=10, environ=ENV)
+    assert outcome.state == "TASK_STATE_COMPLETED"
+    assert outcome.result == {"status": "SUCCESS", "output_payload": {"answer": 42}}
