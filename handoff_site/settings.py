@@ -279,6 +279,9 @@ HANDOFF_BASE_URL = env_str("HANDOFF_BASE_URL", "http://127.0.0.1:8000").rstrip("
 # it the task is answered as it stands (still working) and the caller follows it with
 # GetTask or SubscribeToTask.
 HANDOFF_A2A_SEND_WAIT_S = env_float("HANDOFF_A2A_SEND_WAIT_S", 120.0, minimum=0.0, maximum=3600.0)
+# An A2A caller's push notifications go to public addresses only, unless this is on (a
+# receiver on this machine or the private network the site runs in).
+HANDOFF_A2A_PUSH_ALLOW_PRIVATE = env_bool("HANDOFF_A2A_PUSH_ALLOW_PRIVATE", False)
 
 # --- scale-out --------------------------------------------------------------------------
 # README, Scale-out. RQ workers are `manage.py rqworker --job-class django_tasks_rq.Job

@@ -164,8 +164,15 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def live_server_process(django_db_setup: Any, django_db_blocker: Any,
-                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def live_server_settings() -> dict[str, str]:
+    """The settings a module's live server starts with beside the defaults (a module that
+    needs others overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def live_server_process(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory,
+                        live_server_settings: dict[str, str]) -> Iterator[str]:
     """`manage.py serve` in a subprocess against the test database: real uvicorn, real
     websockets, real embedded worker. Tests using it need `transactional_db`. One per
     module, stopped after it: a server left running would have its worker take the tasks
@@ -173,7 +180,7 @@ def live_server_process(django_db_setup: Any, django_db_blocker: Any,
     with django_db_blocker.unblock():
         database_url = _test_database_url()
     with (tmp_path_factory.mktemp("live") / "server.log").open("w") as log:
-        process, url = serve(database_url, log)
+        process, url = serve(database_url, log, **live_server_settings)
         yield url
         stop_server(process)
 

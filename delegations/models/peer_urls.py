@@ -1,7 +1,9 @@
-"""What the records of the peers runs reach (MCP servers, remote A2A agents) check in a URL.
+"""What the records of the peers Handoff reaches (MCP servers, remote A2A agents, an A2A
+caller's push notification receiver) check in a URL.
 
-Both records decide which host receives a secret, and both are shown in the admin and the
-API: a secret belongs in an environment variable the record names, never in its URL.
+Each decides which host receives a secret, and each is shown to someone: a secret belongs
+beside the URL (an environment variable the record names, a push config's authentication),
+never in it.
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 
-def credentials_problem(url: str, secret_prefix: str) -> str | None:
-    """Why ``url`` may not be stored (it carries credentials), else None. A text that is
-    not a URL at all passes here: the field's own validator says so."""
+def carries_credentials(url: str) -> bool:
+    """Whether ``url`` holds a user name or password (``https://user:pass@host``). A text
+    that is not a URL at all does not: whoever reads it as one says so."""
     try:
-        has_credentials = "@" in urlsplit(url).netloc
+        return "@" in urlsplit(url).netloc
     except ValueError:
-        return None
-    if not has_credentials:
+        return False
+
+
+def credentials_problem(url: str, secret_prefix: str) -> str | None:
+    """Why ``url`` may not be stored (it carries credentials), else None."""
+    if not carries_credentials(url):
         return None
     return (f"Leave credentials out of the URL (it is stored and shown); put the secret in a "
             f"{secret_prefix}… variable and name it in secret_env.")

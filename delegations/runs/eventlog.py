@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +48,24 @@ logger = logging.getLogger(__name__)
 # once per writer, when it first announces a child (see _child_row).
 BULKY_FIELDS = ("packet", "result", "criteria_report", "previous_failure",
                 "adapter_config")
+
+
+# told, once a batch is committed, of the root runs whose state it changed and the states
+# they entered, in order (the A2A server's push notifications); they must not block
+RootStateListener = Callable[[list[tuple[str, str]]], None]
+_root_state_listeners: list[RootStateListener] = []
+
+
+def on_root_state_changed(listener: RootStateListener) -> None:
+    """Call ``listener([(run_id, state), ...])`` after every batch that changes the state of
+    a root run (every writer's, from now on)."""
+    if listener not in _root_state_listeners:
+        _root_state_listeners.append(listener)
+
+
+def _tell_root_state_listeners(changes: list[tuple[str, str]]) -> None:
+    for listener in _root_state_listeners:
+        listener(changes)
 
 
 @dataclass(slots=True)
@@ -100,7 +118,7 @@ class _Row:
                  stamp: datetime) -> None:
         self.run_id, self.seq, self.type, self.stamp, self.data_json = run_id, seq, type, stamp, data_json
         ts = stamp.timestamp()
-        self.wire = {"run_id": run_id, "seq": seq, "type": type, "ts": ts, "data": data}
+        self.wire: dict[str, Any] = {"run_id": run_id, "seq": seq, "type": type, "ts": ts, "data": data}
         self.text = (f'{{"run_id":{json.dumps(run_id)},"seq":{seq},"type":{json.dumps(type)},'
                      f'"ts":{ts!r},"data":{self.data_json}}}')
 
@@ -225,6 +243,11 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
         _lineage(runs, row.run_id, known)
         out.events.append(row.wire)
         out.texts.append(row.text)
+    if _root_state_listeners:
+        changes = [(row.run_id, str(row.wire["data"].get("state"))) for row in rows
+                   if row.type == EventType.STATE and not known[row.run_id]]
+        if changes:   # robust: a listener's error is logged, never the writer's
+            transaction.on_commit(functools.partial(_tell_root_state_listeners, changes), robust=True)
     return out
 
 

@@ -31,7 +31,14 @@ A2A = {
     "CancelTask":         "401  none none owner ok    ok",
     "SubscribeToTask":    "401  none none none  ended ended",
     "GetExtendedAgentCard": "401 ok  ok   ok    ok    ok",
+    # push notification configs are their owner's alone, staff included
+    "CreateTaskPushNotificationConfig": "401 none none none ok none",
+    "GetTaskPushNotificationConfig":    "401 none none none ok none",
+    "ListTaskPushNotificationConfigs":  "401 none none none ok none",
+    "DeleteTaskPushNotificationConfig": "401 none none none ok none",
 }
+# a public address, never reached: the task it is set on has ended, so nothing is sent
+PUSH_URL = "https://8.8.8.8/handoff-notifications"
 
 
 @pytest.fixture
@@ -95,5 +102,11 @@ def test_every_a2a_route_answers_each_role_as_the_table_says(live_url: str,
         found["CancelTask"].append(outcome(rpc(live_url, headers, "CancelTask", {"id": parked})))
         found["SubscribeToTask"].append(outcome(rpc(live_url, headers, "SubscribeToTask", {"id": finished})))
         found["GetExtendedAgentCard"].append(outcome(rpc(live_url, headers, "GetExtendedAgentCard", {})))
+        config = {"taskId": finished, "id": role}
+        for method, params in (("CreateTaskPushNotificationConfig", {**config, "url": PUSH_URL}),
+                               ("GetTaskPushNotificationConfig", config),
+                               ("ListTaskPushNotificationConfigs", {"taskId": finished}),
+                               ("DeleteTaskPushNotificationConfig", config)):
+            found[method].append(outcome(rpc(live_url, headers, method, params)))
     expected = {name: row.split() for name, row in A2A.items()}
     assert found == expected

@@ -91,7 +91,7 @@ def card_frame(base_url: str) -> AgentCard:
                            protocol_version=PROTOCOL_VERSION_1_0),
             AgentInterface(url=f"{base_url}{REST_PATH}", protocol_binding="HTTP+JSON",
                            protocol_version=PROTOCOL_VERSION_1_0)],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False,
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True,
                                        extended_agent_card=True,
                                        extensions=[skills_extension([])]),
         security_schemes={BEARER: bearer},

@@ -2,7 +2,9 @@
 by the queue on the workers, never by the SDK's in-process executor. Every database call
 goes through ``sync_to_async``; streams read the event log, which every web process and
 worker shares, so a stream from any process sees the same events, and one that reconnects
-asks for what follows the last seq it saw.
+asks for what follows the last seq it saw. Push notification configs live in the SDK's
+config store over Handoff's rows (``push_configs.py``); whichever process records a task's
+state change sends them (``push_delivery.py``).
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import PushNotificationNotSupportedError
+from a2a.utils.errors import TaskNotFoundError
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from . import workflows
 from .card import agent_card
+from .push_configs import TaskPushConfigStore, check_config
 from .tasks import task_of, updates_after
 
 audit = logging.getLogger("handoff.a2a")
@@ -55,7 +58,19 @@ def caller(context: ServerCallContext) -> tuple[Any, str]:
     return context.state["django_user"], context.state["base_url"]
 
 
+async def task_sent(params: SendMessageRequest, user: Any) -> str:
+    """The task a send starts or continues, with the push notification config it names."""
+    push = None
+    if params.configuration.HasField("task_push_notification_config"):
+        push = params.configuration.task_push_notification_config
+        await check_config(push)   # before anything is written
+    return await sync_to_async(workflows.task_send)(params.message, user, push)
+
+
 class HandoffRequestHandler(RequestHandler):
+    def __init__(self) -> None:
+        self.push_configs = TaskPushConfigStore()
+
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         """The task, once it ends or waits for someone, or as it stands after
         ``HANDOFF_A2A_SEND_WAIT_S``. The spec says a send without ``returnImmediately`` MUST
@@ -63,7 +78,7 @@ class HandoffRequestHandler(RequestHandler):
         HTTP request (and a proxy's timeout) for minutes: a task still working is followed
         with GetTask or SubscribeToTask. ``returnImmediately`` answers at once."""
         user, base_url = caller(context)
-        run_id = await sync_to_async(workflows.task_start_or_continue)(params.message, user)
+        run_id = await task_sent(params, user)
         audit.info("a2a SendMessage by %s task=%s", user.get_username(), run_id)
         if not params.configuration.return_immediately:
             async for _ in self._follow(run_id, 0, base_url, max_wait_s=settings.HANDOFF_A2A_SEND_WAIT_S):
@@ -73,7 +88,7 @@ class HandoffRequestHandler(RequestHandler):
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Event]:
         user, base_url = caller(context)
-        run_id = await sync_to_async(workflows.task_start_or_continue)(params.message, user)
+        run_id = await task_sent(params, user)
         audit.info("a2a SendStreamingMessage by %s task=%s", user.get_username(), run_id)
         async for event in self._snapshot_then_events(run_id, base_url):
             yield event
@@ -109,25 +124,36 @@ class HandoffRequestHandler(RequestHandler):
         user, base_url = caller(context)
         return await sync_to_async(agent_card)(base_url, user=user)
 
-    # -- push notifications: not offered (the card says so) --------------------------------
+    # -- push notification configs: the caller's own, on their own tasks -------------------
 
     async def on_create_task_push_notification_config(
             self, params: TaskPushNotificationConfig, context: ServerCallContext) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        stored = await self.push_configs.set_info(params.task_id, params, context)
+        audit.info("a2a CreateTaskPushNotificationConfig by %s task=%s config=%s",
+                   caller(context)[0].get_username(), stored.task_id, stored.id)
+        return stored
 
     async def on_get_task_push_notification_config(
             self, params: GetTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        for config in await self.push_configs.get_info(params.task_id, context):
+            if config.id == (params.id or params.task_id):
+                return config
+        raise TaskNotFoundError(f"Task {params.task_id} has no push notification config "
+                                f"{params.id!r}; ListTaskPushNotificationConfigs lists those it has.")
 
     async def on_list_task_push_notification_configs(
             self, params: ListTaskPushNotificationConfigsRequest,
             context: ServerCallContext) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError
+        # one page: a task holds at most push_configs.MAX_CONFIGS_PER_TASK
+        return ListTaskPushNotificationConfigsResponse(
+            configs=await self.push_configs.get_info(params.task_id, context))
 
     async def on_delete_task_push_notification_config(
             self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext) -> None:
-        raise PushNotificationNotSupportedError
+        await self.push_configs.delete_info(params.task_id, context, params.id or params.task_id)
+        audit.info("a2a DeleteTaskPushNotificationConfig by %s task=%s config=%s",
+                   caller(context)[0].get_username(), params.task_id, params.id)
 
     # -- reading the log ---------------------------------------------------------------------
 

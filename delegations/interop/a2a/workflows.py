@@ -17,7 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
-from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Message, TaskState
+from a2a.server.tasks.push_notification_config_store import normalize_push_notification_config
+from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    TaskPushNotificationConfig,
+    TaskState,
+)
 from a2a.utils.errors import (
     InvalidParamsError,
     InvalidRequestError,
@@ -25,6 +32,7 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from django.db import transaction
 from django.db.models import Q
 from google.protobuf.json_format import MessageToDict
 
@@ -36,6 +44,7 @@ from delegations.protocol.lifecycle import A2A_STATE, RunState
 from delegations.refusals import Refusal
 from delegations.runs.workflows import run_cancel, run_create, run_send_message
 
+from .push_configs import config_save
 from .tasks import item_url, pending_item, task_of
 
 USAGE = ("Send a text part (the goal), or one data part: a hand-off packet, or a skill's input "
@@ -148,8 +157,14 @@ def task_continue(message: Message, user: Any) -> str:
     return str(run.pk)
 
 
-def task_start_or_continue(message: Message, user: Any) -> str:
-    return task_continue(message, user) if message.task_id else task_start(message, user)
+def task_send(message: Message, user: Any, push: TaskPushNotificationConfig | None) -> str:
+    """A new task or a message on one, and the push notification config the send names
+    (checked already), stored in the same transaction: the task's first change finds it."""
+    with transaction.atomic():
+        task_id = task_continue(message, user) if message.task_id else task_start(message, user)
+        if push is not None:
+            config_save(user, normalize_push_notification_config(task_id, push))
+    return task_id
 
 
 def visible_task(user: Any, task_id: str, *, live: bool = False) -> Run:
