@@ -194,6 +194,7 @@ def review_run(caller: Handoff, agent: str = PEER, *, with_fallback: bool = Fals
         "output_payload": {"children": []}}}]}
     script = [asking, fallback] if with_fallback else [{**asking, "finish": "children"}]
     packet = {"goal": "Find out how a customer feels about their tablet, with a remote classifier",
+              "label": "review-triage",
               "subagent_type": "researcher", "capabilities": ["network_outbound"],
               "instruction_set": "Hand the review to the remote review-sentiment skill and report what it found.",
               "input_data": {"review": REVIEW}, "allowed_inputs": ["review"],
