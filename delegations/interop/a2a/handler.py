@@ -174,21 +174,28 @@ class HandoffRequestHandler(RequestHandler):
     async def _follow(self, run_id: str, seq: int, base_url: str,
                       max_wait_s: float | None = None) -> AsyncGenerator[Event]:
         """Status updates for the events after ``seq``; when the task ends, its result
-        artifact and its final status; when it waits for a person, that status. Stops there
-        (or after ``max_wait_s``)."""
+        artifact (sent before the event that ended the run, so that a client which stops
+        at the first terminal status has it) and its final status; when it waits for a
+        person, that status. Stops there (or after ``max_wait_s``)."""
         waited, entered_wait = 0.0, False
         while max_wait_s is None or waited < max_wait_s:
             run, updates = await sync_to_async(updates_after)(run_id, seq, base_url=base_url)
+            task = await sync_to_async(task_of)(run, base_url=base_url, history_length=0)
+            artifacts = list(task.artifacts) if task.status.state in TERMINAL else []
             for update in updates:
                 seq = int(update.metadata["seq"])
                 if update.metadata["type"] == "state":
                     entered_wait = update.status.state in INTERRUPTED
+                    if update.status.state in TERMINAL:
+                        for artifact in artifacts:
+                            yield TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id,
+                                                          artifact=artifact, last_chunk=True)
+                        artifacts = []
                 yield update
-            task = await sync_to_async(task_of)(run, base_url=base_url, history_length=0)
             # a wait that began before this stream did is not where it stops: a subscriber
             # to a task parked for the inbox waits for what the decision brings
             if task.status.state in TERMINAL or (entered_wait and task.status.state in INTERRUPTED):
-                for artifact in task.artifacts:
+                for artifact in artifacts:
                     yield TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id,
                                                   artifact=artifact, last_chunk=True)
                 yield TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id,

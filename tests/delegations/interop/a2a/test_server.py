@@ -121,6 +121,9 @@ async def test_a_skill_streams_to_completed_with_a_schema_valid_artifact(
     assert states[0] == "TASK_STATE_SUBMITTED" and states[-1] == "TASK_STATE_COMPLETED"
     assert "TASK_STATE_WORKING" in states
     [artifact] = [event.artifact_update.artifact for event in events if event.HasField("artifact_update")]
+    # the artifact comes before the first COMPLETED: a client may stop reading there
+    first_completed = [state_name(event) for event in events].index("TASK_STATE_COMPLETED")
+    assert [event.HasField("artifact_update") for event in events].index(True) < first_completed
     package = as_dict(artifact)["parts"][0]["data"]
     jsonschema.validate(package["output_payload"], output_schema)
     assert package["output_payload"] == {"price": 2.5, "currency": "EUR"}
