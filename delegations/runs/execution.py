@@ -51,6 +51,7 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.manifest import SkillManifest
 from delegations.protocol.runner import Runner, RunOutcome
 from delegations.runs.approval_gate import DjangoApprovalGate
+from delegations.runs.cancelling import end_cancels_asked_meanwhile
 from delegations.runs.checkpoints import DjangoCheckpointStore
 from delegations.runs.database_thread import DatabaseThread
 from delegations.runs.record import record_end
@@ -287,6 +288,8 @@ class Execution:
 
 def finish_execution(root_id: str, owner: str, state: str, on_finished: FinishedHook | None) -> None:
     release_lease(root_id, owner)
+    if state == RunState.AWAITING_APPROVAL:
+        end_cancels_asked_meanwhile(root_id)
     if on_finished is not None:
         on_finished(root_id, state)
     close_old_connections()

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
-from delegations.models.runs import TERMINAL, RunQuerySet, new_run_id
+from delegations.models.runs import RunQuerySet, new_run_id
 from delegations.protocol.adapters import ModelAdapter, make_adapter
 from delegations.protocol.errors import ErrorCode
 from delegations.protocol.lifecycle import RunState
@@ -23,11 +23,11 @@ from delegations.protocol.lint import rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.sessions import session_key
 from delegations.refusals import Refusal
+from delegations.runs.cancelling import end_cancelled
 from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.queue import dispatch_lane, enqueue_run
 from delegations.runs.record import append_events, record_end
 from delegations.runs.redaction import redactor
-from delegations.runs.remote_tasks import cancel_remote_tasks_of
 from delegations.runs.runner_setup import adapter_config
 
 
@@ -189,10 +189,7 @@ def run_cancel(*, run: Run, reason: str = "") -> Run:
         Run.objects.filter(pk=run.pk).update(cancel_requested_at=timezone.now())
         if root.holds_live_lease():
             return Run.objects.get(pk=run.pk)
-        members = sorted(run.tree().exclude(state__in=TERMINAL), key=lambda r: -r.depth)
-        for member in members:
-            record_end(member, RunState.CANCELLED, error={"code": "CANCELLED", "message": why})
-        cancel_remote_tasks_of(member.pk for member in members)
+        end_cancelled(run, why)
         if not run.is_root:
             root.refresh_from_db()
             parked = root.state == RunState.AWAITING_APPROVAL

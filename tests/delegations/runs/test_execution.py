@@ -19,7 +19,7 @@ from delegations.protocol.adapters import register_adapter
 from delegations.protocol.adapters.base import Message, ModelTurn, TextCallback, ToolSchema
 from delegations.protocol.adapters.scripted import ScriptedAdapter
 from delegations.protocol.errors import ProtocolError
-from delegations.runs.execution import execute
+from delegations.runs.execution import execute, finish_execution
 from delegations.runs.maintenance import archive_runs, sweep_runs
 from delegations.runs.workflows import run_cancel, run_create, run_retry, run_send_message
 from tests.delegations import scripts
@@ -295,6 +295,19 @@ def test_cancelling_a_parked_tree_cancels_every_descendant_and_its_items(
     assert (state_of(run), state_of(child)) == ("CANCELLED", "CANCELLED")
     assert Approval.objects.get().status == "cancelled"
     assert run.error["message"] == "Not needed any more."
+
+
+def test_a_cancel_asked_for_while_the_worker_parked_the_tree_is_not_lost(
+        immediate_tasks: None, composer: Any) -> None:
+    # run_cancel found the lease held (the worker was parking the tree): it only asked; the
+    # worker's last look for requests was before that, so its finish must end the runs
+    run = run_create(packet=scripts.approval_packet(), adapter="scripted", config=scripts.needs_approval(),
+                     owner=composer)
+    assert state_of(run) == "AWAITING_APPROVAL"
+    Run.objects.filter(pk=run.pk).update(cancel_requested_at=timezone.now())
+    finish_execution(run.pk, "a-worker", "AWAITING_APPROVAL", None)
+    assert state_of(run) == "CANCELLED"
+    assert Approval.objects.get().status == "cancelled"
 
 
 def _slow_tree() -> dict[str, Any]:
