@@ -10,6 +10,7 @@ state change sends them (``push_delivery.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -40,6 +41,8 @@ from a2a.utils.errors import TaskNotFoundError
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from delegations.live.feed import register_consumer_loop, run_feed, run_group
+
 from . import workflows
 from .card import agent_card
 from .push_configs import TaskPushConfigStore, check_config
@@ -47,7 +50,19 @@ from .tasks import task_of, updates_after
 
 audit = logging.getLogger("handoff.a2a")
 
-POLL_S = 0.2   # how often a stream looks for new events in the log
+# a stream reads the log again when the run's live feed says it has new events, and at
+# least this often (a notice lost with a restarted channel layer costs at most this long)
+FALLBACK_POLL_S = 1.0
+
+
+class _Nudge:
+    """A stream's place in the run feed: set when the run's group hears of new events."""
+
+    def __init__(self) -> None:
+        self.heard = asyncio.Event()
+
+    def take(self, message: dict[str, Any]) -> None:
+        self.heard.set()
 TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
             TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
 INTERRUPTED = {TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_INPUT_REQUIRED}
@@ -176,31 +191,54 @@ class HandoffRequestHandler(RequestHandler):
         """Status updates for the events after ``seq``; when the task ends, its result
         artifact (sent before the event that ended the run, so that a client which stops
         at the first terminal status has it) and its final status; when it waits for a
-        person, that status. Stops there (or after ``max_wait_s``)."""
-        waited, entered_wait = 0.0, False
-        while max_wait_s is None or waited < max_wait_s:
+        person, that status. Stops there (or after ``max_wait_s``). The log is read again
+        as soon as the run's live feed tells of new events (any process's: the channel
+        layer carries them), instead of on a timer."""
+        deadline = None if max_wait_s is None else asyncio.get_running_loop().time() + max_wait_s
+        register_consumer_loop()    # the in-memory layer delivers on this loop
+        feed, group, nudge = run_feed(), run_group(run_id), _Nudge()
+        await feed.join(group, nudge)
+        try:
+            async for event in self._read(run_id, seq, base_url, nudge, deadline):
+                yield event
+        finally:
+            await feed.leave(group, nudge)
+
+    async def _read(self, run_id: str, seq: int, base_url: str, nudge: _Nudge,
+                    deadline: float | None) -> AsyncGenerator[Event]:
+        """``_follow``'s reading of the log, until the task ends or waits, or ``deadline``."""
+        loop = asyncio.get_running_loop()
+        entered_wait = False
+        while deadline is None or loop.time() < deadline:
+            nudge.heard.clear()
+            # the run is read before its events, so the events hold at least what it says
             run, updates = await sync_to_async(updates_after)(run_id, seq, base_url=base_url)
             task = await sync_to_async(task_of)(run, base_url=base_url, history_length=0)
-            artifacts = list(task.artifacts) if task.status.state in TERMINAL else []
+            artifacts_sent = False
             for update in updates:
                 seq = int(update.metadata["seq"])
                 if update.metadata["type"] == "state":
                     entered_wait = update.status.state in INTERRUPTED
-                    if update.status.state in TERMINAL:
-                        for artifact in artifacts:
-                            yield TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id,
-                                                          artifact=artifact, last_chunk=True)
-                        artifacts = []
+                    if update.status.state in TERMINAL and not artifacts_sent:
+                        if task.status.state not in TERMINAL:    # it ended after it was read
+                            task = await self._task(run_id, base_url, 0)
+                        for artifact in task.artifacts:
+                            yield _artifact_update(task, artifact)
+                        artifacts_sent = True
                 yield update
             # a wait that began before this stream did is not where it stops: a subscriber
             # to a task parked for the inbox waits for what the decision brings
             if task.status.state in TERMINAL or (entered_wait and task.status.state in INTERRUPTED):
-                for artifact in artifacts:
-                    yield TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id,
-                                                  artifact=artifact, last_chunk=True)
+                for artifact in task.artifacts if not artifacts_sent else ():
+                    yield _artifact_update(task, artifact)
                 yield TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id,
                                             status=task.status, metadata=task.metadata)
                 return
-            await asyncio.sleep(POLL_S)
-            waited += POLL_S
+            wait = FALLBACK_POLL_S if deadline is None else min(FALLBACK_POLL_S, deadline - loop.time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(nudge.heard.wait(), max(wait, 0.0))
 
+
+def _artifact_update(task: Task, artifact: Any) -> TaskArtifactUpdateEvent:
+    return TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id, artifact=artifact,
+                                   last_chunk=True)

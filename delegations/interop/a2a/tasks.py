@@ -136,11 +136,9 @@ def task_of(run: Run, *, base_url: str, history_length: int | None = None,
 def updates_after(run_id: str, seq: int, *, base_url: str) -> tuple[Run, list[TaskStatusUpdateEvent]]:
     """The run as it is now, and a status update for each of its logged events after ``seq``:
     the state they leave the task in, the event as the message. A stream sends these in
-    order, so one that reconnects asks for what follows the last seq it saw. The run is
-    read after its events: it is at least as new as the last of them (a run that ended
-    with them is read as ended)."""
-    events = list(RunEvent.objects.filter(run_id=run_id, seq__gt=seq, type__in=HISTORY_EVENTS).order_by("seq"))
+    order, so one that reconnects asks for what follows the last seq it saw."""
     run = Run.objects.get(pk=run_id)
+    events = list(RunEvent.objects.filter(run=run, seq__gt=seq, type__in=HISTORY_EVENTS).order_by("seq"))
     updates: list[TaskStatusUpdateEvent] = []
     context = context_of(run).get("context_id") or run.pk
     state = None
