@@ -106,9 +106,9 @@ def _artifact_data(event: Any) -> dict[str, Any] | None:
 
 async def _follow(stream: Any, outcome: RemoteOutcome) -> RemoteOutcome:
     """Read the stream until the task ends or waits for someone. A COMPLETED status that
-    comes before any artifact is read past: a Handoff remote streams its event log as
-    status updates, so the status of the event that ended its run precedes the artifact
-    and the final status."""
+    comes before any artifact is read past: a remote that streams its event log as status
+    updates may send the status of the event that ended its task before the artifact (a
+    Handoff remote did, until c40b24f)."""
     async for event in stream:
         if event.HasField("message"):
             continue

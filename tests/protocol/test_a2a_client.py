@@ -260,7 +260,7 @@ async def test_a_remote_that_streams_garbage_fails_with_the_reason() -> None:
 
 
 class EndAnnouncedFirst(GarbledStream):
-    """A remote that streams its history as status updates, as a Handoff remote does: the
+    """A remote that streams its history as status updates, as a Handoff remote did: the
     update of the event that ended the task says COMPLETED before the artifact and the
     final status follow."""
 
