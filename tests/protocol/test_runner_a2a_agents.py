@@ -126,6 +126,8 @@ async def test_an_approval_required_capability_parks_the_child_until_a_person_ap
     assert parked.state is RunState.AWAITING_APPROVAL
     [asked] = gate.asked
     assert asked.kind is ApprovalKind.CAPABILITY and asked.payload["tool"] == ANSWER
+    assert asked.title == ("remote/answer wants to send its task to the remote A2A agent 'remote' "
+                           "(network_outbound)")
     assert asked.payload["arguments"]["input"] == GOAL["input"] and len(agent.seen) == sent_before
     gate.decide_key(asked.key, ApprovalDecision(Decision.APPROVE, decided_by="ana"))
     done = await runner.resume(parked.run_id)

@@ -351,7 +351,8 @@ class Runner:
         verify_token(self.settings.token_key, run.scope.token, capability=remote.capability)
         if remote.capability in run.scope.approval_required:
             await self._tools.approve(run, ToolCall("remote", remote.tool, {
-                "goal": adapter.state["goal"], "input": adapter.state["input"]}), remote.capability)
+                "goal": adapter.state["goal"], "input": adapter.state["input"]}), remote.capability,
+                f"send its task to the remote A2A agent '{remote.agent.name}'")
 
     def _arm(self, run: ActiveRun) -> None:
         """Deadline, token and tools for the time the run works in this process; time spent

@@ -247,7 +247,7 @@ class ActiveRun:
         ("reader (price-research@1.3.0)")."""
         skill = self.scope.packet.skill if self.scope.packet is not None else None
         name = self.label or self.run_id
-        return f"{name} ({skill})" if skill else name
+        return f"{name} ({skill})" if skill and skill != name else name
 
     def chain(self) -> Iterator[ActiveRun]:
         """The run and its ancestors, nearest first."""

@@ -147,10 +147,11 @@ class ToolCalls:
             tool = self.mcp.get(name)
         return tool
 
-    async def approve(self, run: ActiveRun, call: ToolCall, capability: str) -> dict[str, Any]:
+    async def approve(self, run: ActiveRun, call: ToolCall, capability: str, action: str = "") -> dict[str, Any]:
         """The arguments a person let ``call`` run with (their edit, else the model's), or
         ERR_CONSTRAINT_VIOLATION carrying their comment. A tool a person allowed for the
-        rest of the run (or of an ancestor) runs without asking; that is logged."""
+        rest of the run (or of an ancestor) runs without asking; that is logged. ``action``
+        says what the call does in the item's title (by default, the tool's name)."""
         allowed_by = run.always_allowed_by(call.name)
         if allowed_by is not None:
             await self.reporter.emit(run.run_id, _LOG, {
@@ -160,7 +161,7 @@ class ToolCalls:
             return call.arguments
         decision = await self.questions.ask(
             run, ApprovalKind.CAPABILITY, call.id,
-            f"{run.asker} wants to {call.name} ({capability})",
+            f"{run.asker} wants to {action or call.name} ({capability})",
             {"tool": call.name, "capability": capability, "arguments": call.arguments,
              "call_id": call.id, "description": CAPABILITY_DESCRIPTIONS.get(capability, "")},
             "high" if capability in _HIGH_RISK else "medium")
