@@ -21,7 +21,6 @@ from pydantic import Field
 
 from delegations.accounts.roles import can_compose
 from delegations.models import RemoteAgent
-from delegations.models.remote_agents import RemoteSkillListing
 from delegations.protocol.manifest import SUBAGENT_TYPES
 
 from .models import MAX_PAGE, Skill, SkillSource
@@ -162,12 +161,6 @@ def _summary(skill: Skill) -> dict[str, Any]:
     }
 
 
-def _remote_summary(listing: RemoteSkillListing) -> dict[str, Any]:
-    return {"ref": listing.ref, "agent": listing.agent, "skill": listing.skill, "card_host": listing.card_host,
-            "capability": listing.capability, "requires_approval": listing.requires_approval,
-            "price_per_call_usd": listing.price_per_call_usd}
-
-
 def _detail(skill: Skill) -> dict[str, Any]:
     return {
         **_summary(skill), "entry_point": skill.entry_point, "entry_kind": skill.entry_kind,
@@ -202,7 +195,7 @@ def skill_list(request: HttpRequest, filters: Query[CatalogQuery]) -> dict[str, 
     return {"items": [_summary(skill) for skill in page.object_list],
             "total": page.paginator.count, "page": filters.page, "page_size": filters.page_size,
             "pages": page.paginator.num_pages,
-            "remote_skills": [_remote_summary(listing) for listing in RemoteAgent.objects.listings(**catalog)]}
+            "remote_skills": RemoteAgent.objects.listings(**catalog)}   # read as RemoteSkillOut
 
 
 @router.get("/{name}", response=SkillWithVersionsOut, url_name="skill_latest",

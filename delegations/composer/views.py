@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET, require_POST
 from delegations.accounts.roles import can_compose
 from delegations.models import Delegation, RemoteAgent, Run
 from delegations.protocol.a2a_client import RemoteAgentConfig
+from delegations.protocol.a2a_subagents import parse_remote_ref
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity
 from delegations.protocol.packet import SUBAGENT_TYPES, parse_packet
@@ -141,7 +142,7 @@ def delegation_new(request: HttpRequest) -> HttpResponse:
         initial = remote_skill_initial(ref, remote)
         return _render(request, ComposerForm(initial=initial), packet=packet_from_form(initial))
     if ref and skill is None:
-        offered_by = " and no enabled remote agent offers it" if "/" in ref else ""
+        offered_by = " and no enabled remote agent offers it" if parse_remote_ref(ref) else ""
         messages.warning(request, f"No skill {ref} in the registry{offered_by}; pick another, or start from a role.")
     if skill is None and role not in SUBAGENT_TYPES:
         return _start_page(request)

@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator, RegexValidator, URLValidat
 from django.db import models
 
 from delegations.protocol.a2a_client import SECRET_ENV_PREFIX, RemoteAgentConfig
-from delegations.protocol.a2a_subagents import remote_ref
+from delegations.protocol.a2a_subagents import parse_remote_ref, remote_ref
 from delegations.protocol.capabilities import KNOWN_CAPABILITIES
 
 from .peer_urls import credentials_problem
@@ -65,8 +65,11 @@ class RemoteAgentQuerySet(models.QuerySet["RemoteAgent"]):
 
     def offering(self, ref: str) -> RemoteAgentConfig | None:
         """The enabled agent that offers the remote skill ``ref`` (``<agent>/<skill>``)."""
-        name, _, skill = ref.partition("/")
-        agent = self.filter(enabled=True, name=name).first() if skill else None
+        remote = parse_remote_ref(ref)
+        if remote is None:
+            return None
+        name, skill = remote
+        agent = self.filter(enabled=True, name=name).first()
         return agent.to_config() if agent is not None and skill in agent.allowed_skills else None
 
 

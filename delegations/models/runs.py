@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from delegations.protocol.a2a_subagents import parse_remote_ref
 from delegations.protocol.lifecycle import TERMINAL_STATES, RunState, check_transition
 from delegations.protocol.sessions import new_run_id
 
@@ -151,8 +152,8 @@ class Run(models.Model):
         """The remote A2A agent this run is a skill of, or "": its skill is named
         ``<agent>/<skill>``, which no registry skill's name can be (they hold no '/'), and
         the runner hands such a run to that agent."""
-        agent, slash, _ = self.skill.partition("/")
-        return agent if slash else ""
+        remote = parse_remote_ref(self.skill)
+        return remote[0] if remote is not None else ""
 
     @property
     def is_root(self) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .schemas import validate_instance
@@ -64,7 +64,6 @@ class RemoteOutcome:
     output_schema: dict[str, Any] | None = None    # the one the remote declares for the skill
     status_text: str = ""
     messages: int = 0            # the messages this call sent: each counts as a model call
-    events: list[str] = field(default_factory=list)
 
 
 def _headers(config: RemoteAgentConfig, environ: Mapping[str, str]) -> dict[str, str]:
@@ -120,7 +119,6 @@ async def _follow(stream: Any, outcome: RemoteOutcome) -> RemoteOutcome:
         if event.HasField("task") or event.HasField("status_update"):
             outcome.state = _state(event)
             outcome.status_text = _status_text(event) or outcome.status_text
-            outcome.events.append(outcome.state)
             if outcome.state == "TASK_STATE_COMPLETED" and outcome.result is None:
                 continue
             if outcome.state in TERMINAL | INTERRUPTED and not event.HasField("task"):

@@ -92,6 +92,22 @@ def remote_ref(agent: str, skill: str) -> str:
     return f"{agent}/{skill}"
 
 
+def parse_remote_ref(ref: str | None) -> tuple[str, str] | None:
+    """``(agent, skill)`` of a remote skill reference, None for a registry skill's (whose
+    names hold no '/')."""
+    agent, slash, skill = (ref or "").partition("/")
+    return (agent, skill) if slash and agent and skill else None
+
+
+def capability_problem(ref: str, capability: str, capabilities: Iterable[str]) -> str | None:
+    """Why a run holding ``capabilities`` may not use the remote skill ``ref``, whose agent
+    needs ``capability`` (None when it may): lint and the runner say the same."""
+    if capability in capabilities:
+        return None
+    return (f"The remote skill {ref} needs the capability '{capability}': add it to the packet's "
+            f"capabilities (a subagent gets it only if its parent has it).")
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteSkill:
     """One skill of a remote agent."""

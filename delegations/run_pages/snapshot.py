@@ -420,8 +420,10 @@ def skill_view(run: Run) -> dict[str, str] | None:
     """The skill the run executed (``name@version``), with its registry page when the
     registry still has that version (a child that named a skill without a version links
     to the skill's latest page). A remote agent's skill has no page here."""
-    if not run.skill or run.remote_agent:
-        return {"ref": run.skill, "url": ""} if run.skill else None
+    if not run.skill:
+        return None
+    if run.remote_agent:
+        return {"ref": run.skill, "url": ""}
     name, _, version = run.skill.partition("@")
     rows = Skill.objects.filter(name=name)
     rows = rows.filter(version=version) if version else rows.filter(is_latest=True)

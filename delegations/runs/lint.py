@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delegations.models import RemoteAgent
+from delegations.protocol.a2a_subagents import capability_problem, parse_remote_ref
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lint import Severity, lint_packet, review_depth_reason
 from delegations.protocol.packet import HandoffPacket, parse_packet
@@ -74,15 +75,15 @@ def _issues(exc: ProtocolError, default_field: str) -> list[dict[str, str]]:
 def _remote_skill_problems(packet: HandoffPacket) -> tuple[list[dict[str, str]], ProtocolError | None]:
     """A remote agent's skill (``<agent>/<skill>``) runs when an enabled agent offers it and
     the packet holds the agent's capability, as the runner checks."""
-    agent = RemoteAgent.objects.offering(packet.skill or "")
+    ref = packet.skill or ""
+    agent = RemoteAgent.objects.offering(ref)
+    problem = capability_problem(ref, agent.capability, packet.capabilities) if agent is not None else None
     if agent is None:
         refusal = ProtocolError(ErrorCode.INVALID_PACKET, (
-            f"No enabled remote agent offers '{packet.skill}'. Name a remote skill as "
-            f"<agent>/<skill>, with an agent and skill listed at /api/remote-agents."))
-    elif agent.capability not in packet.capabilities:
-        refusal = ProtocolError(ErrorCode.CONSTRAINT_VIOLATION, (
-            f"The remote skill {packet.skill} needs the capability '{agent.capability}': add it "
-            f"to capabilities."))
+            f"No enabled remote agent offers '{ref}'. Name a remote skill as <agent>/<skill>, "
+            f"with an agent and skill listed at /api/remote-agents."))
+    elif problem is not None:
+        refusal = ProtocolError(ErrorCode.CONSTRAINT_VIOLATION, problem)
     else:
         return [], None
     return _issues(refusal, "skill"), refusal
@@ -100,7 +101,7 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
     approval = settings.approval_required
     problems: list[dict[str, str]] = []
     refusal: ProtocolError | None = None
-    if packet.skill and "/" in packet.skill:
+    if parse_remote_ref(packet.skill):
         problems, refusal = _remote_skill_problems(packet)
     elif packet.skill:
         # the registry's own refusal: no such skill or version, its instruction file

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..a2a_subagents import RemoteAgentAdapter, remote_adapter_of
+from ..a2a_subagents import RemoteAgentAdapter, capability_problem, remote_adapter_of
 from ..adapters.base import ModelAdapter, ToolCall
 from ..approvals import ApprovalGate, RunParked
 from ..budgets import Budget
@@ -323,11 +323,9 @@ class Runner:
         rejection, when the run lacks the agent's capability)."""
         packet = run.scope.packet
         assert packet is not None and self.remote is not None
-        if remote.capability not in run.scope.capabilities:
-            return {"code": ErrorCode.CONSTRAINT_VIOLATION.value,
-                    "message": f"The remote skill {remote.ref} needs the capability "
-                               f"'{remote.capability}', which this run does not have: add it to "
-                               f"the packet's capabilities (a subagent gets it only if its parent has it)."}
+        problem = capability_problem(remote.ref, remote.capability, run.scope.capabilities)
+        if problem is not None:
+            return {"code": ErrorCode.CONSTRAINT_VIOLATION.value, "message": problem}
         run.adapter = self.remote.adapter(remote, goal=packet.goal or packet.instruction_set or "",
                                           input_data=dict(packet.input_data))
         run.adapter_name, run.adapter_config, run.checkpoint_base = run.adapter.name, None, None
