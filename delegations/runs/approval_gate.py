@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -43,19 +45,41 @@ class DjangoApprovalGate:
 
     async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
         await self.sink.flush()  # the asking run's row exists before the item points at it
-        approval, created = await self.sink.db.call(_open_approval, request)
-        if created:
-            self.opened.append(approval.pk)
-            if approval.is_pending:   # not decided by an approval rule as it opened
-                await feed.publish(feed.inbox_message("approval.created", approval.as_event_data()))
-        decision = approval.to_decision()
-        if decision is not None:
-            return decision
-        if approval.is_closed:
+        item = await self.sink.db.call(open_item, request)
+        if item.created:
+            self.opened.append(item.pk)
+            if item.pending:   # not decided by an approval rule as it opened
+                await feed.publish(feed.inbox_message("approval.created", item.event_data))
+        if item.decision is not None:
+            return item.decision
+        if item.closed:
             # closed undecided (expired, cancelled): its run was ended by whoever closed the
             # item; a run still asking is refused
-            return ApprovalDecision(Decision.REJECT, comment=f"The inbox item was {approval.status}.")
+            return ApprovalDecision(Decision.REJECT, comment=f"The inbox item was {item.status}.")
         raise RunParked(request)
+
+
+@dataclass(frozen=True)
+class OpenedItem:
+    """An inbox item as the gate's event loop sees it: every figure read in the database
+    thread, so nothing on the loop touches the ORM (a lazy relation such as who decided,
+    or the rule that did, would query from async code: Django refuses that)."""
+
+    pk: int
+    created: bool
+    status: str
+    pending: bool
+    closed: bool
+    decision: ApprovalDecision | None
+    event_data: dict[str, Any]
+
+
+def open_item(request: ApprovalRequest) -> OpenedItem:
+    """Open the request's inbox item (or find it, on a resume) and read what the gate needs."""
+    approval, created = _open_approval(request)
+    return OpenedItem(pk=approval.pk, created=created, status=approval.status,
+                      pending=approval.is_pending, closed=approval.is_closed,
+                      decision=approval.to_decision(), event_data=approval.as_event_data())
 
 
 def deadline_for(kind: str, now: datetime) -> datetime | None:
