@@ -46,7 +46,7 @@ from delegations.live.feed import register_consumer_loop, run_feed, run_group
 from . import workflows
 from .card import agent_card
 from .push_configs import TaskPushConfigStore, check_config
-from .tasks import task_of, updates_after
+from .tasks import task_of, task_read, updates_after
 
 audit = logging.getLogger("handoff.a2a")
 
@@ -173,8 +173,7 @@ class HandoffRequestHandler(RequestHandler):
     # -- reading the log ---------------------------------------------------------------------
 
     async def _task(self, run_id: str, base_url: str, history_length: int | None) -> Task:
-        return await sync_to_async(task_of)(workflows.root_run(run_id), base_url=base_url,
-                                            history_length=history_length)
+        return await sync_to_async(task_read)(run_id, base_url=base_url, history_length=history_length)
 
     async def _snapshot_then_events(self, run_id: str, base_url: str) -> AsyncGenerator[Event]:
         """The task as it stands (its history is every event so far), then each new event,

@@ -91,8 +91,7 @@ def _deliver_forever() -> None:
     from a2a.server.tasks.base_push_notification_sender import BasePushNotificationSender
 
     from .push_configs import TaskPushConfigStore, address_problem
-    from .tasks import task_of
-    from .workflows import root_run
+    from .tasks import task_read
 
     async def still_public(url: str) -> bool:
         return await address_problem(url) is None
@@ -104,8 +103,7 @@ def _deliver_forever() -> None:
         for task_id in _next_tasks():
             try:
                 if TaskPushConfig.objects.filter(task_id=task_id).exists():
-                    task: Any = task_of(root_run(task_id), base_url=settings.HANDOFF_BASE_URL,
-                                        history_length=0)
+                    task: Any = task_read(task_id, base_url=settings.HANDOFF_BASE_URL, history_length=0)
                     loop.run_until_complete(sender.send_notification(task_id, task))
             except Exception:
                 logger.exception("Push notifications for task %s failed", task_id)

@@ -133,6 +133,11 @@ def task_of(run: Run, *, base_url: str, history_length: int | None = None,
     return task
 
 
+def task_read(task_id: str, *, base_url: str, history_length: int | None = None) -> Task:
+    """Task ``task_id`` as it stands now (read and mapped in one synchronous call)."""
+    return task_of(Run.objects.get(pk=task_id), base_url=base_url, history_length=history_length)
+
+
 def updates_after(run_id: str, seq: int, *, base_url: str) -> tuple[Run, list[TaskStatusUpdateEvent]]:
     """The run as it is now, and a status update for each of its logged events after ``seq``:
     the state they leave the task in, the event as the message. A stream sends these in

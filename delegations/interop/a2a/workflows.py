@@ -179,10 +179,6 @@ def visible_task(user: Any, task_id: str, *, live: bool = False) -> Run:
     return run
 
 
-def root_run(task_id: str) -> Run:
-    return Run.objects.get(pk=task_id)
-
-
 def task_cancel(user: Any, task_id: str) -> int:
     """Cancel the task's run tree; the seq of its log before. Only its owner (or staff)."""
     run = visible_task(user, task_id)
