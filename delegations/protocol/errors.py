@@ -29,6 +29,15 @@ class ErrorCode(StrEnum):
     INVALID_ADAPTER_CONFIG = "ERR_INVALID_ADAPTER_CONFIG"
 
 
+def internal_error_message(what: str, run_id: str) -> str:
+    """What a person (and the model) reads when ``what`` broke on a fault of Handoff's own:
+    plain words and what to do, never the exception, whose class and traceback go to the
+    server log under the run's id."""
+    return (f"{what} stopped because of an internal error in Handoff, not because of the "
+            f"subagent's work or its input. Try it again; if it happens again, an administrator "
+            f"finds the details in the server log under run {run_id}.")
+
+
 @dataclass(frozen=True, slots=True)
 class Issue:
     """One problem found in an input, located by a dotted field path ("budget.max_tokens")."""

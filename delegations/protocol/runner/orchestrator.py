@@ -19,7 +19,7 @@ from ..approvals import ApprovalGate, RunParked
 from ..budgets import Budget
 from ..capabilities import verify_token
 from ..checkpoints import CheckpointStore
-from ..errors import ErrorCode, ProtocolError
+from ..errors import ErrorCode, ProtocolError, internal_error_message
 from ..events import EventSink, EventType
 from ..lifecycle import RunState
 from ..lint import lint_packet
@@ -241,12 +241,13 @@ class Runner:
         except ProtocolError as exc:
             await children.stop(run, f"Cancelled: parent run {run.run_id} failed.")
             await report.end(run, RunState.FAILED, error=exc.as_dict())
-        except Exception as exc:
+        except Exception:
+            # a fault of Handoff's, not of the subagent's work: the person reads what happened
+            # and what to do; the log (which the message points to) keeps the traceback
             logger.exception("run %s failed unexpectedly", run.run_id)
             await children.stop(run, f"Cancelled: parent run {run.run_id} failed.")
             await report.end(run, RunState.FAILED, error={
-                "code": ErrorCode.TOOL_FAILURE.value,
-                "message": f"The run failed unexpectedly ({type(exc).__name__}: {str(exc)[:300]})."})
+                "code": ErrorCode.TOOL_FAILURE.value, "message": internal_error_message("The run", run.run_id)})
 
     # -- accept -----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from ..a2a_subagents import RemoteAgents
 from ..adapters.base import ToolCall
 from ..approvals import ApprovalDecision, ApprovalKind, RunParked
 from ..capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES, verify_token
-from ..errors import ErrorCode, ProtocolError
+from ..errors import ErrorCode, ProtocolError, internal_error_message
 from ..events import EventType
 from ..mcp_client import McpTools, is_mcp_tool
 from ..tools import REQUEST_CAPABILITY, RUNTIME_TOOLS, RuntimeTool, ToolContext
@@ -82,11 +82,11 @@ class ToolCalls:
             scope_error = exc.code is ErrorCode.CONSTRAINT_VIOLATION and not exc.details.get("refused_by_person")
         except (RunParked, asyncio.CancelledError):
             raise
-        except Exception as exc:
+        except Exception:
             logger.exception("tool %s failed in run %s", call.name, run.run_id)
             record = {"name": call.name, "ok": False, "error": {
                 "code": ErrorCode.TOOL_FAILURE.value,
-                "message": f"Tool {call.name} failed: {type(exc).__name__}: {str(exc)[:300]}"}}
+                "message": internal_error_message(f"Tool {call.name}", run.run_id)}}
         if not record["ok"]:
             earlier = earlier_failure(run, call)
             if earlier is not None:
