@@ -12,10 +12,6 @@ from typing import IO, Any
 import httpx
 import pytest
 
-# Playwright's sync API runs an event loop in the test thread; the ORM calls the tests
-# make around it are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-staple"
 
@@ -103,6 +99,11 @@ def composer_api(composer: Any) -> dict[str, str]:
 
 
 @pytest.fixture
+def other_composer_api(other_composer: Any) -> dict[str, str]:
+    return bearer(other_composer)
+
+
+@pytest.fixture
 def approver_api(approver: Any) -> dict[str, str]:
     return bearer(approver)
 
@@ -132,14 +133,44 @@ def _test_database_url() -> str:
             f"{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}")
 
 
+# What a server started by a test inherits from the test process: what `make run` reads from
+# a person's shell (the settings of README's Settings section, the model and tracing
+# variables) and what any program needs to run. Nothing else: in particular never
+# DJANGO_ALLOW_ASYNC_UNSAFE, which switches off the check that the product's async code
+# makes no database call on the event loop (a suite with it on once hid a broken inbox).
+SERVER_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "SHELL",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "VIRTUAL_ENV",
+    "DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS",
+    "TIME_ZONE", "FORWARDED_ALLOW_IPS", "DJANGO_SETTINGS_MODULE",
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+})
+SERVER_ENV_PREFIXES = ("HANDOFF_", "OTEL_", "LC_")
+UNSAFE_ENV = "DJANGO_ALLOW_ASYNC_UNSAFE"
+
+
+def server_environment(**settings: str) -> dict[str, str]:
+    """The environment of a server a test starts: the allowlisted part of this process's,
+    then ``settings``. Refuses DJANGO_ALLOW_ASYNC_UNSAFE among ``settings``."""
+    if UNSAFE_ENV in settings:
+        raise ValueError(f"{UNSAFE_ENV} is never set on a server a test starts: `make run` "
+                         f"does not set it, so a test with it would not test what ships.")
+    inherited = {name: value for name, value in os.environ.items()
+                 if name in SERVER_ENV_NAMES or name.startswith(SERVER_ENV_PREFIXES)}
+    return {**inherited, **settings}
+
+
 def serve(database_url: str, log: IO[str], **settings: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`manage.py serve` (uvicorn with the embedded worker) in a subprocess on a free loopback
-    port against ``database_url``, ``settings`` (HANDOFF_LEASE_SECONDS="5", ...) set in its
-    environment: the process and its URL, once /api/health answers."""
+    """`manage.py serve` (uvicorn with the embedded worker), as `make run` starts it, in a
+    subprocess on a free loopback port against ``database_url``, ``settings``
+    (HANDOFF_LEASE_SECONDS="5", ...) set in its environment (see server_environment): the
+    process and its URL, once /api/health answers."""
     port = _free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "HANDOFF_TASK_BACKEND": "db",
-           "HANDOFF_EMBEDDED_WORKER": "1", "DJANGO_SETTINGS_MODULE": "handoff_site.settings",
-           "HANDOFF_DEFAULT_ADAPTER": os.environ.get("HANDOFF_DEFAULT_ADAPTER", "scripted"), **settings}
+    env = server_environment(**{
+        "DATABASE_URL": database_url, "HANDOFF_TASK_BACKEND": "db", "HANDOFF_EMBEDDED_WORKER": "1",
+        "DJANGO_SETTINGS_MODULE": "handoff_site.settings",
+        "HANDOFF_DEFAULT_ADAPTER": os.environ.get("HANDOFF_DEFAULT_ADAPTER", "scripted"), **settings})
     process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -171,7 +202,12 @@ def live_server_settings() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def live_server_process(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory,
+def live_server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("live") / "server.log"
+
+
+@pytest.fixture(scope="module")
+def live_server_process(django_db_setup: Any, django_db_blocker: Any, live_server_log: Path,
                         live_server_settings: dict[str, str]) -> Iterator[str]:
     """`manage.py serve` in a subprocess against the test database: real uvicorn, real
     websockets, real embedded worker. Tests using it need `transactional_db`. One per
@@ -179,27 +215,48 @@ def live_server_process(django_db_setup: Any, django_db_blocker: Any, tmp_path_f
     that later modules' tests keep queued on purpose (``queued_tasks``)."""
     with django_db_blocker.unblock():
         database_url = _test_database_url()
-    with (tmp_path_factory.mktemp("live") / "server.log").open("w") as log:
+    with live_server_log.open("w") as log:
         process, url = serve(database_url, log, **live_server_settings)
         yield url
         stop_server(process)
 
 
+def assert_no_database_call_on_the_event_loop(log: Path, since: int = 0) -> None:
+    """Fails when the server logged Django's refusal of a database call made from async
+    code: whatever the test saw, a person on `make run` would have met that error."""
+    with log.open(errors="replace") as text:
+        text.seek(since)
+        written = text.read()
+    assert "SynchronousOnlyOperation" not in written, (
+        f"the server made a database call on its event loop; see {log}:\n"
+        + written[max(0, written.index("SynchronousOnlyOperation") - 3000):][:6000])
+
+
 @pytest.fixture
-def live_url(live_server_process: str, transactional_db: None) -> str:
-    return live_server_process
+def live_url(live_server_process: str, live_server_log: Path, transactional_db: None) -> Iterator[str]:
+    since = live_server_log.stat().st_size
+    yield live_server_process
+    assert_no_database_call_on_the_event_loop(live_server_log, since)
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     """Module-scoped: Playwright's sync API keeps an event loop running in the main thread
-    while it is open, which would break the async tests of later modules."""
+    while it is open, which would break the async tests of later modules.
+
+    That loop also makes Django refuse the plain ORM calls a browser test makes around the
+    browser (its users, skills and assertions on rows), as if they were async code. For
+    this test process only, and only while the browser is open, the check is off
+    (DJANGO_ALLOW_ASYNC_UNSAFE): the tests' own calls are synchronous, run one at a time.
+    The server the browser drives never inherits it (``server_environment``), so the
+    product's own async code stays checked."""
     from tests.services import CHROMIUM_ARGS, chromium_path
 
     executable = chromium_path()
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    with pytest.MonkeyPatch.context() as scoped, sync_playwright() as playwright:
+        scoped.setenv(UNSAFE_ENV, "true")
         browser = playwright.chromium.launch(executable_path=executable, headless=True,
                                              args=CHROMIUM_ARGS)
         yield browser
@@ -221,3 +278,31 @@ def login(page: Any, live_url: str, username: str, password: str = PASSWORD) -> 
     page.fill("#id_password", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_url}/")
+
+
+# -- what a run did not test -------------------------------------------------------------------
+
+# how to get what a skipped test needed, by the words its skip reason starts with
+WHAT_TO_INSTALL = {
+    "Chromium not found": "install Chromium: sudo apt-get install chromium chromium-driver",
+    "Redis not reachable": "start Redis and set HANDOFF_TEST_REDIS_URL (.ci/run shows how)",
+    "PostgreSQL not reachable": "start PostgreSQL and set HANDOFF_TEST_POSTGRES_URL (.ci/run shows how)",
+}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After the run, a plain section naming what was skipped, how many tests each, and the
+    command that lets them run: a green `make test` without Chromium has not tried a page."""
+    skipped: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = str(longrepr[2] if isinstance(longrepr, tuple) else longrepr).removeprefix("Skipped: ")
+        skipped[reason] = skipped.get(reason, 0) + 1
+    if not skipped:
+        return
+    terminalreporter.section("what this run did not test", yellow=True)
+    for reason, count in sorted(skipped.items(), key=lambda item: -item[1]):
+        fix = next((how for start, how in WHAT_TO_INSTALL.items() if reason.startswith(start)), None)
+        tests = "test" if count == 1 else "tests"
+        terminalreporter.write_line(f"{count} {tests} skipped: {reason}"
+                                    + (f"\n    to run them, {fix}, then make test again" if fix else ""))

@@ -43,7 +43,7 @@ def reachable(url: str) -> bool:
 
 def chromium_path() -> str:
     if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
-        missing(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+        missing(f"Chromium not found at {CHROMIUM}: the browser tests need it")
     return CHROMIUM
 
 

@@ -218,7 +218,8 @@ async def test_approvers_hear_of_new_and_decided_inbox_items(approver: Any, comp
     root = await database_sync_to_async(make_root)(composer)
     approval = await database_sync_to_async(Approval.objects.create)(
         run=root, key=f"{root.pk}:capability:x", kind="capability", title="Delete a file?")
-    await live.publish(live.inbox_message("approval.created", approval.as_event_data()))
+    data = await database_sync_to_async(approval.as_event_data)()   # reads who decided: the ORM
+    await live.publish(live.inbox_message("approval.created", data))
     frame = json.loads(await communicator.receive_from(timeout=5))
     assert frame["type"] == "approval.created" and frame["approval"]["id"] == approval.pk
     await communicator.disconnect()

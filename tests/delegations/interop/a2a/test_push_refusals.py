@@ -11,7 +11,6 @@ import pytest
 from a2a.types.a2a_pb2 import ListTaskPushNotificationConfigsRequest, TaskPushNotificationConfig
 from a2a.utils.errors import A2AError
 
-from tests.conftest import bearer
 from tests.delegations import scripts
 from tests.delegations.interop.a2a.conftest import a2a_client, message, request, scripted
 
@@ -72,11 +71,11 @@ def test_a_send_with_a_config_handoff_cannot_use_starts_no_task(live_url: str, c
 
 
 async def test_another_persons_task_takes_no_config_and_shows_none(
-        live_url: str, composer_api: dict[str, str], other_composer: Any, task_id: str) -> None:
+        live_url: str, composer_api: dict[str, str], other_composer_api: dict[str, str], task_id: str) -> None:
     async with a2a_client(live_url, composer_api, streaming=False) as client:
         await client.create_task_push_notification_config(
             TaskPushNotificationConfig(task_id=task_id, id="mine", url=PUBLIC_URL, token="my-secret"))
-    async with a2a_client(live_url, bearer(other_composer), streaming=False) as client:
+    async with a2a_client(live_url, other_composer_api, streaming=False) as client:
         with pytest.raises(A2AError, match=f"No task {task_id} of yours"):
             await client.create_task_push_notification_config(
                 TaskPushNotificationConfig(task_id=task_id, url=PUBLIC_URL))
