@@ -84,9 +84,6 @@ if REDIS_PORT:
     os.environ["REDIS_URL"] = f"redis://127.0.0.1:{REDIS_PORT}/0"
 else:
     os.environ.pop("REDIS_URL", None)
-# Playwright's sync API keeps an event loop in the main thread; the ORM calls made around
-# it are plain synchronous calls (as tests/conftest.py allows)
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -335,7 +332,7 @@ def start_services(processes: Processes) -> str:
     _wait_until(lambda: bool(client.ping()), 15, "redis-server")
     client.close()
     port = _free_port()
-    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = dict(os.environ)
     env.update({"HANDOFF_DATA_DIR": DATA_DIR, "REDIS_URL": os.environ["REDIS_URL"], "HANDOFF_TASK_BACKEND": "db",
                 "DJANGO_SETTINGS_MODULE": "handoff_site.settings", "LOG_LEVEL": "WARNING"})
     env.pop("DATABASE_URL", None)
@@ -606,6 +603,9 @@ def browser_parts(owner: Any, finished: Run, running: Run, args: argparse.Namesp
 
     url = start_services(processes)
     problems: list[str] = []
+    # read before the browser opens: Playwright's sync API runs an event loop in this thread,
+    # and Django's async-safety check (on, as on the server) refuses ORM calls beside it
+    run_ids = list(running.tree().values_list("pk", flat=True))
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
@@ -632,7 +632,6 @@ def browser_parts(owner: Any, finished: Run, running: Run, args: argparse.Namesp
             ready = to_interactive(page, f"{url}/runs/{finished.pk}/", args.rounds)
             print_ready(ready, args)
             page.add_init_script(f"({COUNT_SOCKET_JS})()")
-            run_ids = list(running.tree().values_list("pk", flat=True))
             def trace(start: bool) -> None:
                 if start:
                     browser.start_tracing(page=page, categories=["devtools.timeline", "v8.execute",
