@@ -2,7 +2,8 @@
 run` starts it (uvicorn, the embedded worker, Django's async-safety check on), through the
 REST API a program or the inbox page uses: approve, reject with a comment, answer a
 clarification, accept or reject a parked invalid result, a rule deciding an item, an item
-that needs two approvers, cancelling a parked run.
+that needs two approvers, cancelling a parked run, and the built-in skill that fetches a
+page after a person approves it.
 
 Each journey ran into `SynchronousOnlyOperation` on the server before the inbox's async
 code was fixed: the suite had switched the check off for itself and every server it
@@ -10,13 +11,16 @@ started, so none of these waited for a person on `make run`."""
 
 from __future__ import annotations
 
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 import pytest
+from django.core.management import call_command
 
 from tests.conftest import bearer, make_user
 from tests.delegations import scripts
+from tests.services import http_on_loopback
 
 pytestmark = [pytest.mark.slow]
 
@@ -224,3 +228,62 @@ def test_cancelling_a_parked_run_ends_it_and_closes_its_item(site: Site) -> None
     assert site.get(f"/api/approvals/{item['id']}", "approver")["status"] == "cancelled"
     late = site.post(f"/api/approvals/{item['id']}/decision", "approver", decision="approve")
     assert late.status_code == 409
+
+
+# -- the built-in skill that fetches a page ---------------------------------------------------
+
+MUSEUM = ("<html><body><h1>Harbour Museum</h1><p>The museum is open from Tuesday to Sunday. "
+          "On Sundays it opens at 11:00 and closes at 17:00.</p></body></html>")
+
+
+class MuseumPage(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = MUSEUM.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def page_facts_run(site: Site, url: str, answer: dict[str, Any]) -> str:
+    """page-facts as the catalog's composer starts it, with a model that fetches the page
+    and then answers ``answer``."""
+    call_command("load_builtin_skills", verbosity=0)
+    packet = {"skill": "page-facts", "goal": "Find when the museum opens on Sundays.",
+              "input_data": {"url": url, "question": "When does the museum open on Sundays?"},
+              "allowed_inputs": ["url", "question"], "capabilities": ["network_outbound"],
+              "success_criteria": ["JSON is schema-valid"], "timeout_s": 60,
+              "budget": {"max_model_calls": 6}}
+    script = {"script": [{"text": "Reading the page.", "tool_calls": [
+        {"name": "http_get", "arguments": {"url": url}}]}, scripts.yield_turn(answer), scripts.yield_turn(answer)]}
+    return site.start(packet, script)
+
+
+def test_page_facts_fetches_the_page_a_person_approves_and_its_answer_is_checked_against_it(site: Site) -> None:
+    right = {"answer": "11:00", "evidence": "On Sundays it opens at 11:00 and closes at 17:00.", "found": True}
+    with http_on_loopback(MuseumPage) as base:
+        run_id = page_facts_run(site, f"{base}/museum", right)
+        item = site.waiting_item(run_id)
+        assert item["kind"] == "capability" and item["payload"]["tool"] == "http_get"
+        assert item["payload"]["arguments"] == {"url": f"{base}/museum"}
+        site.decide(item["id"], decision="approve")
+        run = site.until(run_id, *TERMINAL)
+    assert run["state"] == "COMPLETE", run
+    assert run["result"]["output_payload"] == right
+    report = run["criteria_report"]
+    assert report and all(row["met"] for row in report["items"]), report
+    assert any("fetched_pages" in row["criterion"] for row in report["items"])
+
+
+def test_page_facts_with_an_answer_the_page_does_not_hold_waits_in_the_inbox_saying_why(site: Site) -> None:
+    invented = {"answer": "10:00", "evidence": "It opens at 10:00 on Sundays.", "found": True}
+    with http_on_loopback(MuseumPage) as base:
+        run_id = page_facts_run(site, f"{base}/museum", invented)
+        site.decide(site.waiting_item(run_id)["id"], decision="approve")
+        item = site.waiting_item(run_id)
+    assert item["kind"] == "invalid_result"
+    assert "is not a quote of fetched_pages" in str(item["payload"])

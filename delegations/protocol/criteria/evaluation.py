@@ -384,6 +384,8 @@ def _check_grounded(c: Criterion, result: ResponsePackage, input_data: dict[str,
     if c.kind is CriterionKind.WORDS_ABSENT:
         return _check_words_absent(c, input_data, source, given)
     path = c.params["path"]
+    if grounding.is_missing(given) and source == grounding.FETCHED_PAGES:
+        return False, f"the run fetched no page with http_get, so {path} cannot be checked against one"
     if grounding.is_missing(given):
         return False, f"the input has no {source}, so {path} cannot be checked against it"
     where, value = locate(result, path)
@@ -411,6 +413,8 @@ def _check_words_absent(c: Criterion, input_data: dict[str, Any], source: str,
     question = grounding.input_value(input_data, words_of)
     if grounding.is_missing(question) or grounding.is_missing(given):
         missing = words_of if grounding.is_missing(question) else source
+        if missing == grounding.FETCHED_PAGES:
+            return False, "the run fetched no page with http_get, so this cannot be checked"
         return False, f"the input has no {missing}, so this cannot be checked"
     words = grounding.key_words(grounding.source_text(question))
     present = grounding.words_present(words, grounding.source_text(given))
@@ -434,6 +438,8 @@ def missing_inputs(criteria: list[str | dict[str, Any]], input_data: dict[str, A
             continue
         for key in ("source", "words_of"):
             name = criterion.params.get(key)
+            if name == grounding.FETCHED_PAGES:
+                continue   # the run fetches it; no input can lack it
             if name and grounding.is_missing(grounding.input_value(input_data, name)) and name not in missing:
                 missing.append(name)
     return missing

@@ -13,6 +13,10 @@ the result's value at ``path``:
 - ``one_of_input``: the value is the source's value, or one of its items when it is a list.
 - ``words_absent``: the key words of the input ``words_of`` (a question) are not all in
   the source (the passage): a "not found" answer is believable only then.
+
+One source is not an input: ``fetched_pages`` is the text of every page the run fetched
+with ``http_get`` (the bodies it read, in order), so an answer about a page a person named
+by its URL is checked against what the page said, not against the model's memory.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 MISSING = object()  # what value_at finds where a path leads nowhere
+FETCHED_PAGES = "fetched_pages"   # the source that holds what the run fetched, not an input
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _NUMBER_TOKEN = re.compile(r"\d(?:[\d.,'\u00a0\u202f _]*\d)?")
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " ",

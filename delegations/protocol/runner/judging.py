@@ -20,6 +20,7 @@ from typing import Any
 from ..adapters.base import ToolCall
 from ..approvals import ApprovalDecision, ApprovalKind, Decision
 from ..criteria import CriteriaReport, evaluate_criteria, missing_inputs
+from ..criteria.grounding import FETCHED_PAGES
 from ..errors import ErrorCode, ProtocolError, recovery_for
 from ..events import EventType
 from ..lifecycle import RunState
@@ -27,6 +28,7 @@ from ..packet import HandoffPacket, PreviousFailure
 from ..results import ErrorReport, ResponsePackage, ResultStatus, parse_result
 from ..schemas import validate_instance
 from ..tools import YIELD_CONTROL
+from .fetched import fetched_pages
 from .prompt import initial_messages
 from .questions import Questions
 from .reporting import Reporter
@@ -52,16 +54,19 @@ def read_answer(answer: object, *, triggered: bool) -> tuple[ResponsePackage | N
                       "The answer was empty: no yield_control call and no RESULT block."]
 
 
-def check_result(result: ResponsePackage, packet: HandoffPacket) -> tuple[CriteriaReport | None, list[str]]:
+def check_result(result: ResponsePackage, packet: HandoffPacket,
+                 fetched: str = "") -> tuple[CriteriaReport | None, list[str]]:
     """The criteria report and what the result gets wrong: unmet criteria, then
-    ``output_payload`` against the expected output schema."""
+    ``output_payload`` against the expected output schema. ``fetched``: the pages the run
+    fetched (the ``fetched_pages`` source)."""
     problems: list[str] = []
     criteria: CriteriaReport | None = None
     schema = packet.expected_output_schema
     schema_checked = False
     wanted = packet.success_criteria
     if wanted:
-        criteria = evaluate_criteria(result, wanted, schema, packet.input_data)
+        sources = {**packet.input_data, FETCHED_PAGES: fetched} if fetched else packet.input_data
+        criteria = evaluate_criteria(result, wanted, schema, sources)
         for raw, item in zip(wanted, criteria.items, strict=False):
             # a free-text "JSON is schema-valid" already validated output_payload
             # against the expected schema: no need to do it twice
@@ -93,7 +98,7 @@ class Judge:
                 return await self._clarify(run, result, yield_call)
             if result.status is ResultStatus.FAILURE:
                 return await self._failed(run, result)
-            criteria, problems = check_result(result, packet)
+            criteria, problems = check_result(result, packet, fetched_pages(run.chat.messages))
         if not problems:
             assert result is not None
             if result.status is ResultStatus.PARTIAL_COMPLETION:

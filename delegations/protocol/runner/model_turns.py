@@ -30,6 +30,7 @@ from ..events import EventType
 from ..pricing import PriceTable, cost_usd, normalize_prices
 from ..tool_schemas import MODEL_TOOLS
 from ..tools import YIELD_CONTROL
+from .fetched import step_for
 from .questions import Questions
 from .reporting import Emit, Reporter
 from .settings import RunnerSettings
@@ -73,6 +74,11 @@ class ModelTurns:
             turn = await run.adapter.complete(
                 list(chat.messages), offered or [MODEL_TOOLS[YIELD_CONTROL]], on_text=stream.feed,
                 tool_choice=YIELD_CONTROL)
+        elif (step := step_for(run)) is not None:
+            # a run judged on the pages it fetches: fetch, then answer (fetched.py)
+            offered = [tool for tool in run.scope.tools if tool["name"] == step]
+            turn = await run.adapter.complete(list(chat.messages), offered, on_text=stream.feed,
+                                              tool_choice=step)
         else:
             # tool_choice is left out: adapters written before it existed keep working
             turn = await run.adapter.complete(list(chat.messages), run.scope.tools, on_text=stream.feed)

@@ -1,0 +1,134 @@
+"""A run judged on the pages it fetches: its answer is checked against what the page said
+(the ``fetched_pages`` source), it fetches before it answers, and a small model answers
+once its page came instead of fetching it again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
+
+import pytest
+
+from delegations.protocol.adapters.scripted import ScriptedAdapter
+from delegations.protocol.criteria import evaluate_criteria, missing_inputs
+from delegations.protocol.lifecycle import RunState
+from delegations.protocol.packet import parse_packet
+from delegations.protocol.results import ResponsePackage, ResultStatus
+from delegations.protocol.runner import Runner
+from tests.services import http_on_loopback
+
+from .conftest import call_turn, root_packet, yield_turn
+
+PAGE = ("<html><body><h1>Harbour Museum</h1><p>The museum is open from Tuesday to Sunday. "
+        "On Sundays it opens at 11:00 and closes at 17:00.</p></body></html>")
+CRITERIA = ["When `found` is true, `evidence` is quoted from `fetched_pages`",
+            "When `found` is true, `answer` appears in `fetched_pages`",
+            "When `found` is false, the key words of `question` are not all in `fetched_pages`"]
+RIGHT = {"answer": "11:00", "evidence": "On Sundays it opens at 11:00 and closes at 17:00.", "found": True}
+
+
+class Page(BaseHTTPRequestHandler):
+    served: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        Page.served.append(self.path)
+        body = PAGE.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def page_url() -> Iterator[str]:
+    Page.served.clear()
+    with http_on_loopback(Page) as url:
+        yield f"{url}/museum"
+
+
+def packet(url: str, **fields: Any) -> Any:
+    return parse_packet(root_packet(
+        goal="Find when the museum opens on Sundays", capabilities=["network_outbound"],
+        input_data={"url": url, "question": "When does the museum open on Sundays?"},
+        expected_output_schema={"answer": "string", "evidence": "string", "found": "boolean"},
+        **{"success_criteria": CRITERIA, **fields}))
+
+
+class SmallModel(ScriptedAdapter):
+    """The scripted adapter as a small model's adapter: compact prompts."""
+
+    compact_prompt = True
+
+
+def answer(**payload: Any) -> ResponsePackage:
+    return ResponsePackage(status=ResultStatus.SUCCESS, output_payload=payload)
+
+
+def test_a_quote_of_the_fetched_page_is_met_and_an_invented_one_is_not() -> None:
+    fetched = {"fetched_pages": PAGE}
+    met = evaluate_criteria(answer(**RIGHT), CRITERIA, None, fetched)
+    assert met.all_met, [item.detail for item in met.items]
+    invented = evaluate_criteria(answer(answer="10:00", evidence="It opens at 10:00 on Sundays.", found=True),
+                                 CRITERIA, None, fetched)
+    assert [item.met for item in invented.items] == [False, False, True]
+    assert "is not a quote of fetched_pages" in invented.items[0].detail
+
+
+def test_without_a_fetched_page_the_detail_says_the_run_fetched_none_and_no_input_is_missing() -> None:
+    report = evaluate_criteria(answer(**RIGHT), CRITERIA, None, {"question": "When?"})
+    assert report.items[0].detail == ("the run fetched no page with http_get, so evidence cannot be "
+                                      "checked against one")
+    assert missing_inputs(CRITERIA, {"question": "When?"}) == []   # no input could hold it
+
+
+async def test_the_run_fetches_first_and_its_answer_is_judged_on_the_page(runner: Runner, page_url: str) -> None:
+    adapter = ScriptedAdapter({"script": [call_turn("http_get", {"url": page_url}), yield_turn(RIGHT)]})
+    outcome = await runner.start(packet(page_url), adapter=adapter)
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    assert Page.served == ["/museum"]
+    # the first call offered only http_get, and forced it; after the page the model was free
+    assert [tool["name"] for tool in adapter.received_tools[0]] == ["http_get"]
+    assert adapter.received_tool_choices == ["http_get", None]
+    assert outcome.criteria_report is not None
+    assert all(item["met"] for item in outcome.criteria_report["items"]), outcome.criteria_report
+
+
+async def test_an_answer_from_memory_after_the_fetch_fails_its_criteria(runner: Runner, page_url: str) -> None:
+    wrong = {"answer": "10:00", "evidence": "It opens at 10:00.", "found": True}
+    adapter = ScriptedAdapter({"script": [call_turn("http_get", {"url": page_url}), yield_turn(wrong),
+                                          yield_turn(wrong)]})
+    outcome = await runner.start(packet(page_url), adapter=adapter)
+    assert outcome.state is RunState.FAILED
+    assert outcome.error is not None and "is not a quote of fetched_pages" in outcome.error["message"]
+
+
+async def test_a_small_model_answers_once_its_page_came(runner: Runner, page_url: str) -> None:
+    adapter = SmallModel({"script": [call_turn("http_get", {"url": page_url}), yield_turn(RIGHT)]})
+    outcome = await runner.start(packet(page_url), adapter=adapter)
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    assert adapter.received_tool_choices == ["http_get", "yield_control"]
+
+
+async def test_a_failed_fetch_leaves_the_model_free_to_say_so(runner: Runner) -> None:
+    gone = "http://127.0.0.1:9/museum"   # nothing listens on the discard port
+    failure = {"tool_calls": [{"name": "yield_control", "arguments": {
+        "status": "FAILURE", "output_payload": {}, "error_report": {
+            "code": "ERR_TOOL_FAILURE", "message": "The page could not be fetched."}}}]}
+    adapter = SmallModel({"script": [call_turn("http_get", {"url": gone}), failure]})
+    outcome = await runner.start(packet(gone), adapter=adapter)
+    assert adapter.received_tool_choices == ["http_get", None]
+    assert outcome.state is RunState.FAILED
+    assert outcome.result is not None and outcome.result.error_report is not None
+    assert outcome.result.error_report.message == "The page could not be fetched."
+
+
+async def test_a_run_not_judged_on_pages_is_never_steered(runner: Runner, page_url: str) -> None:
+    adapter = SmallModel({"script": [yield_turn({"answer": "x", "evidence": "", "found": False})]})
+    outcome = await runner.start(packet(page_url, success_criteria=["JSON is schema-valid"]), adapter=adapter)
+    assert outcome.state is RunState.COMPLETE
+    assert adapter.received_tool_choices == [None]
