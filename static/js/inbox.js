@@ -335,7 +335,11 @@
       // with edited arguments checked and shown as a diff, "approve" approves those
       var edited = item.querySelector("details[data-edit][open] form.confirm-edit");
       var form = edited || item.querySelector('form[data-decision="approve"]');
-      if (form) form.requestSubmit();
+      if (!form) return;
+      // a form swapped in a moment ago (the edit's diff) may not be wired to htmx yet: a key
+      // pressed then would post the whole page; process() is a no-op once it is wired
+      if (window.htmx) window.htmx.process(form);
+      form.requestSubmit();
     },
     r: function (item) { focusField(item, '[data-key="reject"]'); },
     e: function (item) {

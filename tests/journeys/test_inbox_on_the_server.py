@@ -11,6 +11,7 @@ started, so none of these waited for a person on `make run`."""
 
 from __future__ import annotations
 
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -54,8 +55,6 @@ class Site:
 
     def until(self, run_id: str, *states: str, seconds: float = 30) -> dict[str, Any]:
         """The run once it is in one of ``states`` (or fails the test, saying where it is)."""
-        import time
-
         deadline = time.monotonic() + seconds
         run = self.run(run_id)
         while run["state"] not in states and time.monotonic() < deadline:
@@ -65,11 +64,17 @@ class Site:
                                         f"{run.get('error') or run.get('result')}")
         return run
 
-    def waiting_item(self, run_id: str) -> dict[str, Any]:
-        """The one inbox item the parked run waits on."""
-        self.until(run_id, "AWAITING_APPROVAL")
-        items = self.get(f"/api/approvals?run={run_id}&status=pending", "approver")["results"]
-        assert len(items) == 1, items
+    def waiting_item(self, run_id: str, seconds: float = 30) -> dict[str, Any]:
+        """The one inbox item the parked run waits on (once it has one: a run just resumed
+        may still read AWAITING_APPROVAL before it asks again)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            run = self.until(run_id, "AWAITING_APPROVAL", seconds=seconds)
+            items = self.get(f"/api/approvals?run={run_id}&status=pending", "approver")["results"]
+            if items or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert len(items) == 1, (items, run["state"])
         return dict(items[0])
 
     def decide(self, item_id: int, who: str = "approver", **body: Any) -> dict[str, Any]:
