@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
+from delegations.inbox.decisions import OWN_RUN
 from delegations.models import Approval, Run
 from delegations.runs.workflows import run_create
 from tests.conftest import bearer
@@ -109,8 +110,7 @@ def test_nobody_approves_the_risky_actions_of_their_own_run(client: Client, admi
     approval = Approval.objects.get()
     refused = decide(client, bearer(admin_user), approval, decision="approve")
     assert refused.status_code == 403
-    assert refused.json()["detail"] == ("You started this run; someone else must approve its risky "
-                                        "actions (HANDOFF_ALLOW_SELF_APPROVAL is off).")
+    assert refused.json()["detail"] == OWN_RUN
     assert client.get(f"/api/approvals/{approval.pk}", headers=bearer(admin_user)).json()["refusal"] \
         == refused.json()["detail"]
     with override_settings(HANDOFF_ALLOW_SELF_APPROVAL=True):

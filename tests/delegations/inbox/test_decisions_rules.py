@@ -16,7 +16,12 @@ from django.db import close_old_connections
 from django.test import override_settings
 from django.utils import timezone
 
-from delegations.inbox.decisions import approval_decide, approvals_decide_batch, decide_refusal
+from delegations.inbox.decisions import (
+    OWN_RUN,
+    approval_decide,
+    approvals_decide_batch,
+    decide_refusal,
+)
 from delegations.live.routing import websocket_urlpatterns
 from delegations.models import Approval, Run
 from delegations.refusals import Refusal
@@ -60,9 +65,8 @@ def test_only_approvers_who_did_not_start_the_run_decide(composer, approver, out
     admins = parked_run(admin_user)
     assert "approver role" in decide_refusal(outsider, item_of(theirs))
     assert "approver role" in decide_refusal(composer, item_of(theirs))    # the owner, no role
-    assert decide_refusal(approver, item_of(own)) == (
-        "You started this run; someone else must approve its risky actions "
-        "(HANDOFF_ALLOW_SELF_APPROVAL is off).")
+    assert decide_refusal(approver, item_of(own)) == OWN_RUN
+    assert "Ask another approver, or add one" in OWN_RUN
     assert refused(item_of(own), approver).status == 403
     assert refused(item_of(admins), admin_user).status == 403                 # superusers too
     assert refused(item_of(theirs), outsider).status == 403
