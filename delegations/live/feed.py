@@ -62,23 +62,26 @@ def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str
     groups of the run's ancestors (``lineage[run_id]``, nearest first). ``texts`` are the
     events already serialized (the event log writer has them), in the same order.
 
-    A message carries the events as JSON texts with their ``(run id, seq)`` keys, and, built
+    A message carries the events as JSON texts with their ``(run id, seq)`` keys and types, and, built
     once for every viewer, the batched frame (``batch``) and per run the seqs it holds
     (``spans``: ``(run id, first, last)``, None when a run's seqs have a hole). A viewer
     whose cursors are just before every span sends ``batch`` as it is."""
-    grouped: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
+    grouped: dict[str, tuple[list[str], list[tuple[str, int]], list[str]]] = {}
     serialized = iter(texts) if texts is not None else None
     for event in events:
         text = next(serialized) if serialized is not None else event_text(event)
         run_id, seq = event["run_id"], event["seq"]
         for target in (run_id, *lineage.get(run_id, ())):
-            group_texts, keys = grouped.setdefault(run_group(target), ([], []))
+            group_texts, keys, types = grouped.setdefault(run_group(target), ([], [], []))
             group_texts.append(text)
             keys.append((run_id, seq))
-    return {group: _events_message(group, group_texts, keys) for group, (group_texts, keys) in grouped.items()}
+            types.append(event["type"])
+    return {group: _events_message(group, group_texts, keys, types)
+            for group, (group_texts, keys, types) in grouped.items()}
 
 
-def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]]) -> dict[str, Any]:
+def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]],
+                    types: list[str]) -> dict[str, Any]:
     spans: dict[str, list[int]] = {}
     contiguous = True
     for run_id, seq in keys:
@@ -90,6 +93,7 @@ def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]]) -
         else:
             contiguous = False
     return {"type": "run.events", "group": group, "texts": tuple(texts), "keys": tuple(keys),
+            "types": tuple(types),   # each event's type: a waiter wakes on state changes only
             "spans": tuple((run_id, first, last) for run_id, (first, last) in spans.items())
             if contiguous else None,
             "batch": texts[0] if len(texts) == 1 else f"[{','.join(texts)}]"}

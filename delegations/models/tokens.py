@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 TOKEN_PREFIX = "hnd_"
+LAST_USED_STEP = timedelta(minutes=1)   # how stale a token's "last used" may be
 
 
 def _digest(raw: str) -> str:
@@ -43,10 +45,14 @@ class APIToken(models.Model):
 
     @classmethod
     def authenticate(cls, raw: str) -> APIToken | None:
+        """The active token ``raw`` is, with its user. "Last used" is stored at most once a
+        LAST_USED_STEP: a write on every request was one more writer for SQLite to
+        serialize behind the runs' own (a client polling a run wrote twenty times a second)."""
         token = (cls.objects.select_related("user")
                  .filter(digest=_digest(raw), revoked_at__isnull=True, user__is_active=True).first())
-        if token is not None:
-            cls.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+        now = timezone.now()
+        if token is not None and (token.last_used_at is None or now - token.last_used_at >= LAST_USED_STEP):
+            cls.objects.filter(pk=token.pk).update(last_used_at=now)
         return token
 
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import FileResponse, Http404, HttpRequest
@@ -21,6 +22,7 @@ from pydantic import Field
 
 from delegations.accounts.roles import can_compose, visible_runs
 from delegations.api_lists import PAGE_SIZE, iso, page_bounds
+from delegations.live.notices import release_connection, wait_for
 from delegations.models import Delegation, Run, RunEvent
 from delegations.protocol import text_limits
 from delegations.protocol.errors import ErrorCode, ProtocolError
@@ -306,9 +308,30 @@ def import_run(request: HttpRequest) -> Status[dict[str, Any]]:
                         "runs": len(document["runs"]), "events": len(document["events"])})
 
 
+WAIT_MAX_S = 30.0
+
+
+def _detail_if_settled(request: HttpRequest, run_id: str) -> tuple[bool, dict[str, Any]]:
+    """The run as GET returns it, and whether a waiting client has its answer: the run
+    ended, or waits for a person. The connection is closed after the look, so a client
+    waiting for a run holds none."""
+    try:
+        run = _visible_run(request, run_id)
+        return run.is_terminal or run.state == RunState.AWAITING_APPROVAL, run_detail(run)
+    finally:
+        release_connection()
+
+
 @router.get("/{run_id}", response=RunDetailOut, summary="One run")
-def get_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
-    return run_detail(_visible_run(request, run_id))
+async def get_run(request: HttpRequest, run_id: str, wait: float = Query(
+        0, ge=0, le=WAIT_MAX_S,
+        description=f"Seconds to wait (at most {WAIT_MAX_S:g}) for the run to end or to wait for a "
+                    "person; the answer comes as soon as it does, so a client need not poll. The "
+                    "wait holds no server thread.")) -> dict[str, Any]:
+    look = sync_to_async(_detail_if_settled)
+    if not wait:
+        return (await look(request, run_id))[1]
+    return await wait_for(run_id, wait, lambda: look(request, run_id))
 
 
 @router.get("/{run_id}/events", response=EventsOut, summary="The run's events after seq N")

@@ -6,11 +6,18 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.db import DatabaseError, close_old_connections, connection
 
 T = TypeVar("T")
+
+
+class DatabaseCalls(Protocol):
+    """Where async code sends its ORM calls: a :class:`DatabaseThread`, or an execution's
+    calls to one behind its lease fence."""
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T: ...
 
 
 class DatabaseThread:

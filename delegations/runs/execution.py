@@ -38,7 +38,6 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -132,15 +131,29 @@ class LeaseFence:
         return fn(*args)
 
 
-class FencedDatabaseThread(DatabaseThread):
-    """The execution's database thread, every call behind the lease fence."""
+class FencedDatabaseThread:
+    """The execution's way to the database: every call made in ``thread`` (its process's
+    run host's, shared by every tree it executes, or one of its own) behind the lease fence.
 
-    def __init__(self, fence: LeaseFence) -> None:
-        super().__init__()
+    One thread and one connection per process, not one per execution: a thread and a new
+    SQLite connection for each run were a fifth of a one-turn run's cost on the server
+    (load_probe.py), and SQLite takes one writer at a time anyway."""
+
+    def __init__(self, fence: LeaseFence, thread: DatabaseThread | None = None) -> None:
         self.fence = fence
+        self.thread = thread if thread is not None else DatabaseThread()
+        self._owns_thread = thread is None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await super().call(self.fence.guard, fn, *args)
+        return await self.thread.call(self.fence.guard, fn, *args)
+
+    async def unfenced(self, fn: Callable[..., T], *args: Any) -> T:
+        """A call past the fence: the watcher's renewal, which tells whether the lease is ours."""
+        return await self.thread.call(fn, *args)
+
+    def close(self) -> None:
+        if self._owns_thread:
+            self.thread.close()
 
 
 @dataclass
@@ -171,13 +184,14 @@ class Execution:
     """One worker (or the run_delegation command) executing one run tree under its lease."""
 
     def __init__(self, run: Run, owner: str, *, on_finished: FinishedHook | None = None,
-                 gate: ApprovalGate | None = None, listener: EventListener | None = None) -> None:
+                 gate: ApprovalGate | None = None, listener: EventListener | None = None,
+                 db_thread: DatabaseThread | None = None) -> None:
         self.run = run
         self.root_id = run.pk
         self.owner = owner
         self.on_finished = on_finished
         self.fence = LeaseFence(self.root_id, owner)
-        self.db = FencedDatabaseThread(self.fence)
+        self.db = FencedDatabaseThread(self.fence, db_thread)
         self.sink = DjangoEventSink(self.db, listener=listener)
         self.checkpoints = DjangoCheckpointStore(self.sink)
         self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
@@ -268,7 +282,7 @@ class Execution:
             renew = loop.time() - renewed >= renew_every
             try:
                 # past the fence: the renewal is what tells whether the lease is still ours
-                report = await DatabaseThread.call(self.db, _watch_poll, self.root_id, self.owner, renew)
+                report = await self.db.unfenced(_watch_poll, self.root_id, self.owner, renew)
             except Exception:
                 logger.warning("Run %s: polling for requests failed", self.root_id, exc_info=True)
                 continue
@@ -292,7 +306,6 @@ def finish_execution(root_id: str, owner: str, state: str, on_finished: Finished
         end_cancels_asked_meanwhile(root_id)
     if on_finished is not None:
         on_finished(root_id, state)
-    close_old_connections()
 
 
 def fail_unstarted(run_id: str, error: dict[str, Any]) -> None:
@@ -311,6 +324,7 @@ class RunHost:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.db = DatabaseThread()
         self.thread = threading.Thread(target=self._serve, name="handoff-run-host", daemon=True)
         self.thread.start()
 
@@ -360,7 +374,8 @@ def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None)
     if waiting_for_slot or parked:
         release_lease(run_id, owner)
         return "skipped"
-    future = RunHost.get().submit(Execution(run, owner, on_finished=on_finished))
+    host = RunHost.get()
+    future = host.submit(Execution(run, owner, on_finished=on_finished, db_thread=host.db))
     if not wait:
         return "started"
     return future.result()

@@ -26,7 +26,7 @@ from typing import Any
 from delegations.live import feed
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.events import EventType
-from delegations.runs.database_thread import DatabaseThread
+from delegations.runs.database_thread import DatabaseCalls
 from delegations.runs.eventlog import PendingCheckpoint, PendingEvent, WriterMemory, persist_batch
 from delegations.runs.redaction import redactor
 
@@ -48,7 +48,7 @@ class DjangoEventSink:
     """Persist, then publish. ``flush()`` waits until everything emitted so far is stored;
     ``aclose()`` until it is stored and published."""
 
-    def __init__(self, db: DatabaseThread, *, coalesce_s: float = COALESCE_SECONDS,
+    def __init__(self, db: DatabaseCalls, *, coalesce_s: float = COALESCE_SECONDS,
                  publish_s: float = PUBLISH_SECONDS, listener: EventListener | None = None) -> None:
         self.db = db
         self.listener = listener

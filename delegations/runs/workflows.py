@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
@@ -58,12 +59,14 @@ def _check_room_to_wait(owner: Any) -> None:
     backlog forever (measured: 45.7 runs/s accepted while 5.25/s finished, 700 waiting, a
     median of 31 s from creation to finish). Counted before the run is written, so
     requests racing each other may pass a bound by as many as are in flight."""
-    waiting = Run.objects.waiting_to_start()
     owner_id = getattr(owner, "pk", None)
-    mine, per_owner = waiting.filter(owner_id=owner_id).count(), settings.HANDOFF_MAX_PENDING_RUNS_PER_OWNER
+    # one query for both counts: every query of a run's creation is paid at every run
+    counts = Run.objects.waiting_to_start().aggregate(mine=Count("pk", filter=Q(owner_id=owner_id)),
+                                                      everyone=Count("pk"))
+    mine, per_owner = counts["mine"], settings.HANDOFF_MAX_PENDING_RUNS_PER_OWNER
     if mine >= per_owner:
         _refuse_waiting(mine, "of yours", per_owner, Run.objects.roots().filter(owner_id=owner_id))
-    everyone, limit = waiting.count(), settings.HANDOFF_MAX_PENDING_RUNS
+    everyone, limit = counts["everyone"], settings.HANDOFF_MAX_PENDING_RUNS
     if everyone >= limit:
         _refuse_waiting(everyone, "on this server", limit, Run.objects.roots())
 

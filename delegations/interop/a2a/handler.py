@@ -10,7 +10,6 @@ state change sends them (``push_delivery.py``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -41,7 +40,7 @@ from a2a.utils.errors import TaskNotFoundError
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from delegations.live.feed import register_consumer_loop, run_feed, run_group
+from delegations.live.notices import FALLBACK_S, Notices, run_notices
 
 from . import workflows
 from .card import agent_card
@@ -50,19 +49,6 @@ from .tasks import task_of, task_read, updates_after
 
 audit = logging.getLogger("handoff.a2a")
 
-# a stream reads the log again when the run's live feed says it has new events, and at
-# least this often (a notice lost with a restarted channel layer costs at most this long)
-FALLBACK_POLL_S = 1.0
-
-
-class _Nudge:
-    """A stream's place in the run feed: set when the run's group hears of new events."""
-
-    def __init__(self) -> None:
-        self.heard = asyncio.Event()
-
-    def take(self, message: dict[str, Any]) -> None:
-        self.heard.set()
 TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
             TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED}
 INTERRUPTED = {TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_INPUT_REQUIRED}
@@ -194,22 +180,16 @@ class HandoffRequestHandler(RequestHandler):
         as soon as the run's live feed tells of new events (any process's: the channel
         layer carries them), instead of on a timer."""
         deadline = None if max_wait_s is None else asyncio.get_running_loop().time() + max_wait_s
-        register_consumer_loop()    # the in-memory layer delivers on this loop
-        feed, group, nudge = run_feed(), run_group(run_id), _Nudge()
-        await feed.join(group, nudge)
-        try:
-            async for event in self._read(run_id, seq, base_url, nudge, deadline):
+        async with run_notices(run_id) as notices:
+            async for event in self._read(run_id, seq, base_url, notices, deadline):
                 yield event
-        finally:
-            await feed.leave(group, nudge)
 
-    async def _read(self, run_id: str, seq: int, base_url: str, nudge: _Nudge,
+    async def _read(self, run_id: str, seq: int, base_url: str, notices: Notices,
                     deadline: float | None) -> AsyncGenerator[Event]:
         """``_follow``'s reading of the log, until the task ends or waits, or ``deadline``."""
         loop = asyncio.get_running_loop()
         entered_wait = False
         while deadline is None or loop.time() < deadline:
-            nudge.heard.clear()
             # the run is read before its events, so the events hold at least what it says
             run, updates = await sync_to_async(updates_after)(run_id, seq, base_url=base_url)
             task = await sync_to_async(task_of)(run, base_url=base_url, history_length=0)
@@ -233,9 +213,7 @@ class HandoffRequestHandler(RequestHandler):
                 yield TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id,
                                             status=task.status, metadata=task.metadata)
                 return
-            wait = FALLBACK_POLL_S if deadline is None else min(FALLBACK_POLL_S, deadline - loop.time())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(nudge.heard.wait(), max(wait, 0.0))
+            await notices.wait(FALLBACK_S if deadline is None else min(FALLBACK_S, deadline - loop.time()))
 
 
 def _artifact_update(task: Task, artifact: Any) -> TaskArtifactUpdateEvent:

@@ -1,6 +1,6 @@
 """``/mcp``: the MCP server with its tools, plus what django-mcpz does not serve: resources
-(each published skill's manifest, a run's record as JSON), progress notifications while
-wait_for_run waits (progress.py), and a protocol error, not Django's 400 page, for a body
+(each published skill's manifest, a run's record as JSON), wait_for_run's wait, with
+progress notifications when asked (waiting.py), and a protocol error, not Django's 400 page, for a body
 past the upload limit or a form post.
 
 What is answered here passes the same checks as django-mcpz's own calls first (token,
@@ -30,8 +30,8 @@ from django_mcpz.server import _validate_name_header
 
 from delegations.accounts.roles import visible_runs
 from delegations.interop.mcp import run_tools, skill_run_tools, skill_tools
-from delegations.interop.mcp.progress import progress_token, wait_with_progress
 from delegations.interop.mcp.server import server
+from delegations.interop.mcp.waiting import progress_token, wait_seconds, wait_then_answer
 from skills.models import Skill
 
 RESOURCE_METHODS = ("resources/list", "resources/templates/list", "resources/read")
@@ -116,14 +116,17 @@ def _checked(request: HttpRequest, request_id: str | int, method: str,
 
 
 def _answered_here(request: HttpRequest) -> HttpResponseBase | None:
-    """The answer to a resources request or a wait with progress, or None for the server's own."""
+    """The answer to a resources request or a wait, or None for the server's own."""
     try:
         message = decode_message(request.body)
     except MessageError:
         return None
     params = message.params if isinstance(message.params, dict) else {}
     token = progress_token(params)
-    streams = message.method == "tools/call" and params.get("name") == "wait_for_run" and token is not None
+    # a wait is answered here, off the server's threads; one asking for no time (and no
+    # progress) is an ordinary call
+    streams = (message.method == "tools/call" and params.get("name") == "wait_for_run"
+               and (token is not None or wait_seconds(params) > 0))
     opens = message.method == "initialize" and is_legacy_request(request)
     if not (message.method in RESOURCE_METHODS or streams or opens) or not isinstance(message.id, str | int):
         return None
@@ -131,8 +134,7 @@ def _answered_here(request: HttpRequest) -> HttpResponseBase | None:
     if refused is not None:
         return refused
     if streams:
-        assert token is not None
-        return wait_with_progress(request, message.id, params, token)
+        return wait_then_answer(request, message.id, params, token)
     if opens:
         return _initialized_with_resources(legacy_dispatch(server, request, message.id, message.method, params))
     if message.method == "resources/read" and not isinstance(params.get("uri"), str):

@@ -11,7 +11,6 @@ in the inbox decides it. A clarification question is asked through the client
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 import msgspec
@@ -39,7 +38,6 @@ from delegations.runs.lint import lint_as_run
 from delegations.runs.workflows import run_cancel, run_create, run_send_message
 
 WAIT_MAX_S = 25.0
-POLL_S = 0.25
 
 
 RunId = Annotated[str, about("The run's id, as start_run (or read_run's children) returned it.")]
@@ -282,18 +280,14 @@ def _ask_clarification(request: HttpRequest, run: Run, view: dict[str, Any]) -> 
         "answer_clarification."),
     read_only=True, open_world=False)
 def wait_for_run(request: HttpRequest, params: WaitParams) -> dict[str, Any]:
+    """The run once the wait is over: /mcp waits (waiting.py, on the run's live feed, with no
+    thread held) before it calls this, so this answers at once, after putting the run's
+    question to the client when it can ask."""
     run = _readable_run(request, params.run_id)
-    deadline = time.monotonic() + min(max(params.timeout_s, 0.0), WAIT_MAX_S)
     while True:
         view = run_view(request, run)
-        if run.is_terminal or view["waiting_for_a_person"]:
-            if _ask_clarification(request, run, view):
-                run.refresh_from_db()
-                continue
+        if not view["waiting_for_a_person"] or not _ask_clarification(request, run, view):
             return view
-        if time.monotonic() >= deadline:
-            return view
-        time.sleep(POLL_S)
         run.refresh_from_db()
 
 

@@ -1,0 +1,85 @@
+"""Waiting on a run without holding a thread or a database connection: the run's live feed
+says when something happened to it, and only then does the waiter look at the database.
+
+`GET /api/runs/{id}?wait=S`, MCP's ``wait_for_run`` and A2A's blocking send and streams all
+wait this way. A waiter joins the run's group on the process's :class:`feed.RunFeed` (the
+channel layer carries notices from every process: a worker, another web process), then
+looks; after that it looks again when the feed hears of the run, and at least every
+FALLBACK_S, since a notice can be lost (a restarted Redis). Its client going away cancels
+the wait, which leaves the feed on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from django.db import connection
+
+from delegations.live.feed import register_consumer_loop, run_feed, run_group
+
+# how often a waiter looks even when it heard nothing (a notice lost with the layer)
+FALLBACK_S = 1.0
+
+
+def release_connection() -> None:
+    """Close this thread's database connection after a waiter's look (unless a transaction
+    holds it, as a test's does), so a waiting client holds none."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+class Notices:
+    """What the feed tells a waiter of one run: anything of its tree, or with
+    ``states_only`` only a change of the run's own state (a streaming model's text would
+    wake it dozens of times a second for nothing)."""
+
+    def __init__(self, run_id: str, *, states_only: bool) -> None:
+        self.run_id = run_id
+        self.states_only = states_only
+        self.heard = asyncio.Event()
+
+    def take(self, message: dict[str, Any]) -> None:
+        if not self.states_only or message.get("resync") or any(
+                run_id == self.run_id and kind == "state"
+                for (run_id, _), kind in zip(message.get("keys", ()), message.get("types", ()), strict=False)):
+            self.heard.set()
+
+    async def wait(self, seconds: float) -> bool:
+        """Until the feed tells of the run (True) or ``seconds`` pass (False); clears what
+        was heard before."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.heard.wait(), max(seconds, 0.0))
+        heard = self.heard.is_set()
+        self.heard.clear()
+        return heard
+
+
+@contextlib.asynccontextmanager
+async def run_notices(run_id: str, *, states_only: bool = False) -> AsyncIterator[Notices]:
+    """Notices of the run while the block runs; joined before the block starts, so what is
+    published once the caller has looked reaches it."""
+    register_consumer_loop()    # the in-memory layer delivers on this loop
+    feed, group, notices = run_feed(), run_group(run_id), Notices(run_id, states_only=states_only)
+    await feed.join(group, notices)
+    try:
+        yield notices
+    finally:
+        await feed.leave(group, notices)
+
+
+async def wait_for[T](run_id: str, seconds: float, look: Callable[[], Awaitable[tuple[bool, T]]]) -> T:
+    """What ``look()`` sees once it says the wait is over (True), or after ``seconds``: it
+    is called once the feed is joined, then whenever the run's state changes, and at least
+    every FALLBACK_S."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    async with run_notices(run_id, states_only=True) as notices:
+        while True:
+            done, seen = await look()
+            left = deadline - loop.time()
+            if done or left <= 0:
+                return seen
+            await notices.wait(min(FALLBACK_S, left))

@@ -1,0 +1,98 @@
+"""`GET /api/runs/{id}?wait=S`: a client waits for a run's answer instead of polling. On a
+real `manage.py serve`, as `make run` starts it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.delegations import scripts
+
+pytestmark = [pytest.mark.slow]
+
+
+def start(url: str, headers: dict[str, str], script: dict[str, Any], **packet: Any) -> str:
+    answer = httpx.post(f"{url}/api/runs", headers=headers, timeout=30, json={
+        "packet": scripts.packet(**packet), "adapter": {"name": "scripted", "config": script}})
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["id"])
+
+
+def waited(url: str, headers: dict[str, str], run_id: str, wait: Any) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    answer = httpx.get(f"{url}/api/runs/{run_id}", params={"wait": wait}, headers=headers, timeout=60)
+    return answer, time.monotonic() - started
+
+
+def test_the_answer_comes_when_the_run_ends_not_when_the_wait_runs_out(
+        live_url: str, composer_api: dict[str, str]) -> None:
+    run_id = start(live_url, composer_api, {"script": [scripts.yield_turn(delay_ms=1500)]})
+    answer, took = waited(live_url, composer_api, run_id, 20)
+    assert answer.status_code == 200
+    assert answer.json()["state"] == "COMPLETE" and answer.json()["result"]["output_payload"] == scripts.ANSWER
+    assert 1.0 < took < 10, took
+
+
+def test_a_run_still_working_is_answered_as_it_stands_once_the_wait_runs_out(
+        live_url: str, composer_api: dict[str, str]) -> None:
+    run_id = start(live_url, composer_api, {"script": [scripts.yield_turn(delay_ms=4000)]})
+    answer, took = waited(live_url, composer_api, run_id, 1)
+    assert answer.status_code == 200 and answer.json()["state"] in ("PENDING", "ACCEPTED", "WORKING")
+    assert 0.9 < took < 3.5, took
+    assert waited(live_url, composer_api, run_id, 20)[0].json()["state"] == "COMPLETE"
+
+
+def test_a_run_that_waits_for_a_person_answers_at_once(live_url: str, composer_api: dict[str, str]) -> None:
+    run_id = start(live_url, composer_api, scripts.needs_approval(), capabilities=["file_delete"])
+    answer, took = waited(live_url, composer_api, run_id, 20)
+    assert answer.json()["state"] == "AWAITING_APPROVAL"
+    assert took < 10, took
+
+
+@pytest.mark.parametrize("wait", ["31", "-1", "soon", "nan"])
+def test_a_wait_past_the_cap_negative_or_not_a_number_is_422_naming_the_limit(
+        live_url: str, composer_api: dict[str, str], wait: str) -> None:
+    run_id = start(live_url, composer_api, {"script": [scripts.yield_turn()]})
+    answer, _ = waited(live_url, composer_api, run_id, wait)
+    assert answer.status_code == 422, answer.text
+    assert "wait" in answer.text
+    if wait in ("31", "-1"):
+        assert ("30" in answer.text) if wait == "31" else ("0" in answer.text)
+
+
+def test_another_persons_run_is_404_whether_or_not_one_waits(
+        live_url: str, composer_api: dict[str, str], other_composer_api: dict[str, str]) -> None:
+    run_id = start(live_url, composer_api, {"script": [scripts.yield_turn()]})
+    answer, took = waited(live_url, other_composer_api, run_id, 5)
+    assert answer.status_code == 404 and took < 3
+
+
+def test_the_wait_is_in_the_openapi_document_with_its_cap(client: Any) -> None:
+    operation = client.get("/api/openapi.json").json()["paths"]["/api/runs/{run_id}"]["get"]
+    [wait] = [parameter for parameter in operation["parameters"] if parameter["name"] == "wait"]
+    assert wait["schema"]["maximum"] == 30 and wait["schema"]["minimum"] == 0
+    assert "holds no server thread" in wait["description"]
+
+
+async def test_a_waiter_that_goes_away_leaves_the_runs_feed() -> None:
+    from delegations.live.feed import run_feed, run_group
+    from delegations.live.notices import wait_for
+
+    looks = 0
+
+    async def look() -> tuple[bool, int]:
+        nonlocal looks
+        looks += 1
+        return False, looks
+
+    waiting = asyncio.ensure_future(wait_for("r-gone", 30, look))
+    await asyncio.sleep(0.05)
+    assert run_feed().viewers.get(run_group("r-gone")), "the waiter joined the run's feed"
+    waiting.cancel()    # the client disconnected: Django cancels the view
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert run_group("r-gone") not in run_feed().viewers
