@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import pytest
@@ -61,6 +62,27 @@ def postgres_url() -> str:
     if not url or not reachable(url):
         missing("PostgreSQL not reachable: set HANDOFF_TEST_POSTGRES_URL (see .ci/run)")
     return url
+
+
+def page_handler(body: str, content_type: str = "text/html") -> type[BaseHTTPRequestHandler]:
+    """A handler that answers every GET with ``body``; the paths asked for are in its ``served``."""
+
+    class Page(BaseHTTPRequestHandler):
+        served: ClassVar[list[str]] = []
+
+        def do_GET(self) -> None:
+            Page.served.append(self.path)
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Page
 
 
 @contextmanager

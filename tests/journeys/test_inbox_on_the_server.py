@@ -12,7 +12,6 @@ started, so none of these waited for a person on `make run`."""
 from __future__ import annotations
 
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ from django.core.management import call_command
 
 from tests.conftest import bearer, make_user
 from tests.delegations import scripts
-from tests.services import http_on_loopback
+from tests.services import http_on_loopback, page_handler
 
 pytestmark = [pytest.mark.slow]
 
@@ -241,17 +240,7 @@ MUSEUM = ("<html><body><h1>Harbour Museum</h1><p>The museum is open from Tuesday
           "On Sundays it opens at 11:00 and closes at 17:00.</p></body></html>")
 
 
-class MuseumPage(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = MUSEUM.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+MuseumPage = page_handler(MUSEUM)
 
 
 def page_facts_run(site: Site, url: str, answer: dict[str, Any]) -> str:

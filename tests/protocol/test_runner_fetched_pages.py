@@ -5,8 +5,7 @@ once its page came instead of fetching it again."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -16,7 +15,7 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.packet import parse_packet
 from delegations.protocol.results import ResponsePackage, ResultStatus
 from delegations.protocol.runner import Runner
-from tests.services import http_on_loopback
+from tests.services import http_on_loopback, page_handler
 
 from .conftest import call_turn, root_packet, yield_turn
 
@@ -28,20 +27,7 @@ CRITERIA = ["When `found` is true, `evidence` is quoted from `fetched_pages`",
 RIGHT = {"answer": "11:00", "evidence": "On Sundays it opens at 11:00 and closes at 17:00.", "found": True}
 
 
-class Page(BaseHTTPRequestHandler):
-    served: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        Page.served.append(self.path)
-        body = PAGE.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+Page = page_handler(PAGE)
 
 
 @pytest.fixture
