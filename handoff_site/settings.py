@@ -234,6 +234,9 @@ def _stdio_commands(name: str) -> dict[str, list[str]]:
 
 
 HANDOFF_MCP_STDIO_COMMANDS = _stdio_commands("HANDOFF_MCP_STDIO_COMMANDS")
+# Run trees one worker process (the server's embedded worker, an RQ worker) executes at once;
+# a run waiting on its model or on a person takes a place but no thread.
+HANDOFF_WORKER_CAPACITY = env_int("HANDOFF_WORKER_CAPACITY", 500, minimum=1)
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
 HANDOFF_SKILL_UPLOAD_LIMIT_BYTES = env_int("HANDOFF_SKILL_UPLOAD_LIMIT_BYTES", 5 * 1024 * 1024, minimum=1024)
 # the largest run export (JSON) the import page and POST /api/runs/import take

@@ -35,7 +35,15 @@ class StaticFiles:
 
     async def __acall__(self, request: HttpRequest) -> Any:
         if request.path_info.startswith(self.prefix):
-            served = await sync_to_async(self.whitenoise.process_request)(request)
+            served = await sync_to_async(self._serve)(request)
             if served is not None:
                 return served
         return await self.get_response(request)
+
+    def _serve(self, request: HttpRequest) -> Any:
+        """WhiteNoise's answer for a static file (its own lookup, as its ``__call__`` makes
+        it), or None when there is no such file."""
+        whitenoise = self.whitenoise
+        path = request.path_info
+        static_file = whitenoise.find_file(path) if whitenoise.autorefresh else whitenoise.files.get(path)
+        return whitenoise.serve(static_file, request) if static_file is not None else None

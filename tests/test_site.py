@@ -154,3 +154,16 @@ async def test_a_websocket_knows_the_signed_in_browser_session_and_not_a_forged_
         else:
             assert json.loads(await communicator.receive_from(timeout=5)) == expected
         await communicator.disconnect()
+
+
+def test_the_server_as_make_run_starts_it_serves_static_files_with_their_types(live_url: str) -> None:
+    """Pages need their scripts and styles: served by WhiteNoise inside the async middleware
+    chain (handoff_site/static_files.py), which the test client's synchronous path does not take."""
+    import httpx
+
+    script = httpx.get(f"{live_url}/static/js/inbox.js", timeout=10)
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert "KEYS" in script.text
+    style = httpx.get(f"{live_url}/static/css/runs.css", timeout=10)
+    assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
+    assert httpx.get(f"{live_url}/static/js/no-such-file.js", timeout=10).status_code == 404

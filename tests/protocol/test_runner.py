@@ -500,11 +500,16 @@ async def test_a_provider_error_ends_the_run_failed_with_its_code_and_no_excepti
     assert any(e.type == "error" for e in sink.of_run(outcome.run_id))
 
 
-async def test_an_unexpected_exception_becomes_a_failed_run_not_a_crash(runner: Runner, sink: MemorySink) -> None:
+async def test_an_unexpected_exception_becomes_a_failed_run_saying_what_to_do_not_a_crash(
+        runner: Runner, sink: MemorySink, caplog: pytest.LogCaptureFixture) -> None:
     outcome = await runner.start(parse_packet(root_packet()), adapter=_BrokenAdapter(KeyError("boom")))
     assert outcome.state is RunState.FAILED
     assert outcome.error is not None and outcome.error["code"] == "ERR_TOOL_FAILURE"
-    assert "KeyError" in outcome.error["message"]
+    # a person reads what happened and what to do; the exception is for the log, under the run
+    message = outcome.error["message"]
+    assert "KeyError" not in message and "boom" not in message
+    assert "internal error in Handoff" in message and "Try it again" in message and outcome.run_id in message
+    assert "KeyError" in caplog.text and outcome.run_id in caplog.text
     assert sink.of_run(outcome.run_id)[-1].type == "result"
 
 
