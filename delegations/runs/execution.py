@@ -325,6 +325,9 @@ class RunHost:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.db = DatabaseThread()
+        # the trees this process takes at once: a worker that is full takes no more tasks
+        # (they wait in the queue for it or another worker) until one ends or parks
+        self.room = threading.BoundedSemaphore(settings.HANDOFF_WORKER_CAPACITY)
         self.thread = threading.Thread(target=self._serve, name="handoff-run-host", daemon=True)
         self.thread.start()
 
@@ -340,8 +343,11 @@ class RunHost:
         self.loop.run_forever()
 
     def submit(self, execution: Execution) -> Future[str]:
+        """Execute the tree on this host's loop; the caller holds a place in ``room``, which
+        is given back when the tree ends or parks."""
         future = asyncio.run_coroutine_threadsafe(execution.execute(), self.loop)
         future.add_done_callback(_log_failure)
+        future.add_done_callback(lambda _: self.room.release())
         return future
 
 
@@ -365,17 +371,21 @@ def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None)
     ``"skipped"`` when another worker holds it, it is over, it waits for
     a lane slot, or it is parked on an undecided inbox item. ``on_finished(root_id, state)``
     runs in the execution's database thread once the tree ended or parked."""
+    host = RunHost.get()
+    host.room.acquire()    # before the lease: a worker waiting for room holds no run
     owner = new_lease_owner()
     run = acquire_lease(run_id, owner)
-    if run is None:
+    waiting_for_slot = run is not None and run.state == RunState.PENDING and run.allocated_at is None
+    parked = (run is not None and run.state == RunState.AWAITING_APPROVAL
+              and Approval.objects.pending_in_tree(run_id).exists())
+    if run is None or waiting_for_slot or parked:
+        if run is not None:
+            release_lease(run_id, owner)
+        host.room.release()
         return "skipped"
-    waiting_for_slot = run.state == RunState.PENDING and run.allocated_at is None
-    parked = run.state == RunState.AWAITING_APPROVAL and Approval.objects.pending_in_tree(run_id).exists()
-    if waiting_for_slot or parked:
-        release_lease(run_id, owner)
-        return "skipped"
-    host = RunHost.get()
-    future = host.submit(Execution(run, owner, on_finished=on_finished, db_thread=host.db))
+    # a caller that waits may itself be in the host's database thread (the immediate backend
+    # runs a tree queued by another's finish there): its tree gets a thread of its own
+    future = host.submit(Execution(run, owner, on_finished=on_finished, db_thread=None if wait else host.db))
     if not wait:
         return "started"
     return future.result()

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, transaction
 from django.tasks import task
+from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
-from django_tasks_db import DatabaseBackend
 
 from delegations.models import Approval, Run
 from delegations.protocol.lifecycle import RunState
@@ -23,9 +23,10 @@ from delegations.runs.execution import execute
 @task()
 def execute_run(run_id: str) -> str:
     """Start or resume the run tree rooted at ``run_id`` (from its checkpoint if it has one)."""
-    # Long-lived db workers hand the tree to the process's run host and go on polling;
-    # RQ work horses and the immediate backend end with the task, so they wait for it.
-    long_lived = isinstance(execute_run.get_backend(), DatabaseBackend)
+    # Workers that outlive their tasks (django-tasks-db's, RQ's non-forking one) hand the
+    # tree to the process's run host and take the next task; the immediate backend runs
+    # the task in its caller, which waits for the tree.
+    long_lived = not isinstance(execute_run.get_backend(), ImmediateBackend)
     try:
         return execute(run_id, wait=not long_lived, on_finished=after_execution)
     finally:

@@ -122,19 +122,19 @@ class ScaleOutStack:
                     START_TIMEOUT_S, f"{count} RQ workers (see {self.workdir}/worker*.log)")
 
     def signal_worker(self, index: int, sig: int) -> None:
-        """Signal the worker's main process and its work horse (RQ starts each horse in a
-        session of its own), as when the machine it runs on dies (SIGKILL) or stalls
-        (SIGSTOP)."""
+        """Signal the worker's process and any child of it, as when the machine it runs on
+        dies (SIGKILL) or stalls (SIGSTOP)."""
         worker = self.workers[index].pid
         for pid in [*children_of(worker), worker]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
 
     def worker_of(self, pid: int) -> int | None:
-        """The index of the worker whose work horse ``pid`` is."""
+        """The index of the worker whose process ``pid`` is (RQ's non-forking worker runs its
+        jobs itself; a forking one would run them in a child)."""
         parent = parent_of(pid)
         for index, worker in enumerate(self.workers):
-            if worker.pid == parent:
+            if worker.pid in (pid, parent):
                 return index
         return None
 

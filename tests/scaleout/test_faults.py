@@ -45,7 +45,7 @@ def edit_then_slow_turns(delay_ms: int = 700) -> dict[str, object]:
 
 
 def executing_worker(stack: ScaleOutStack, run_id: str) -> int:
-    """The index of the worker whose work horse holds the run's lease."""
+    """The index of the worker that holds the run's lease."""
     def worker() -> list[int] | None:
         owner = Run.objects.get(pk=run_id).lease_owner
         index = stack.worker_of(int(owner.rsplit("-", 2)[1])) if owner else None
