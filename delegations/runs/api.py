@@ -311,13 +311,14 @@ def import_run(request: HttpRequest) -> Status[dict[str, Any]]:
 WAIT_MAX_S = 30.0
 
 
-def _detail_if_settled(request: HttpRequest, run_id: str) -> tuple[bool, dict[str, Any]]:
-    """The run as GET returns it, and whether a waiting client has its answer: the run
-    ended, or waits for a person. The connection is closed after the look, so a client
-    waiting for a run holds none."""
+def _detail_if_settled(request: HttpRequest, run_id: str, *, anyway: bool) -> tuple[bool, dict[str, Any] | None]:
+    """Whether a waiting client has its answer (the run ended, or waits for a person), and
+    the run as GET returns it then (or ``anyway``). The connection is closed after the
+    look, so a client waiting for a run holds none."""
     try:
         run = _visible_run(request, run_id)
-        return run.is_terminal or run.state == RunState.AWAITING_APPROVAL, run_detail(run)
+        settled = run.is_terminal or run.state == RunState.AWAITING_APPROVAL
+        return settled, run_detail(run) if settled or anyway else None
     finally:
         release_connection()
 
@@ -329,9 +330,11 @@ async def get_run(request: HttpRequest, run_id: str, wait: float = Query(
                     "person; the answer comes as soon as it does, so a client need not poll. The "
                     "wait holds no server thread.")) -> dict[str, Any]:
     look = sync_to_async(_detail_if_settled)
-    if not wait:
-        return (await look(request, run_id))[1]
-    return await wait_for(run_id, wait, lambda: look(request, run_id))
+    detail = await wait_for(run_id, wait, lambda: look(request, run_id, anyway=False)) if wait else None
+    if detail is None:   # no wait, or it ran out: the run as it stands
+        detail = (await look(request, run_id, anyway=True))[1]
+    assert detail is not None
+    return detail
 
 
 @router.get("/{run_id}/events", response=EventsOut, summary="The run's events after seq N")

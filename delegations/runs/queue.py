@@ -8,14 +8,18 @@ item), so enqueueing a run twice is harmless and the sweeper may re-enqueue free
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Count, Q
 from django.tasks import task
 from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
 from delegations.models import Approval, Run
+from delegations.models.runs import LANE_STATES
 from delegations.protocol.lifecycle import RunState
 from delegations.runs.execution import execute
 
@@ -49,8 +53,40 @@ def after_execution(root_id: str, state: str) -> None:
         enqueue_run(root_id)
 
 
+@dataclass(frozen=True)
+class LaneCounts:
+    """An owner's root runs, counted for a new one (in one query: each query of a run's
+    creation is paid by every run)."""
+
+    mine_waiting_to_start: int   # PENDING: in line for a slot, or handed to a worker not started
+    waiting_to_start: int        # everyone's
+    mine_in_lane: int            # holding a slot: running, or handed to a worker
+    mine_in_line: int            # waiting for a slot
+
+    @property
+    def room_now(self) -> bool:
+        """A new run may take a slot at once: there is one, and nothing waits before it."""
+        return self.mine_in_lane < settings.HANDOFF_LANE_SIZE and not self.mine_in_line
+
+
+def lane_counts(owner_id: int | None) -> LaneCounts:
+    """The owner's lane as it stands; inside a transaction, with the owner's row locked
+    (PostgreSQL: one dispatcher per owner at a time; SQLite serializes writers anyway)."""
+    if owner_id is not None and connection.features.has_select_for_update:
+        list(get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk"))
+    mine, pending = Q(owner_id=owner_id), Q(state=RunState.PENDING)
+    counts = Run.objects.roots().filter(state__in=[RunState.PENDING, *LANE_STATES]).aggregate(
+        mine_waiting_to_start=Count("pk", filter=mine & pending),
+        waiting_to_start=Count("pk", filter=pending),
+        mine_in_lane=Count("pk", filter=mine & (Q(state__in=LANE_STATES) | (pending & Q(allocated_at__isnull=False)))),
+        mine_in_line=Count("pk", filter=mine & pending & Q(allocated_at__isnull=True)))
+    return LaneCounts(**counts)
+
+
 def dispatch_lane(owner_id: int | None) -> list[str]:
     """Hand the owner's oldest waiting root runs to workers while the lane has room."""
+    if not Run.objects.filter(owner_id=owner_id).waiting_in_lane().exists():
+        return []   # the usual case (a run ended, none of its owner's waits): no lock taken
     with transaction.atomic():
         if owner_id is not None:
             # one dispatcher per owner at a time (PostgreSQL; SQLite serializes writers anyway)

@@ -12,7 +12,6 @@ from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from delegations.models import Approval, Delegation, Run, RunMessage
@@ -26,7 +25,7 @@ from delegations.protocol.sessions import session_key
 from delegations.refusals import Refusal
 from delegations.runs.cancelling import end_cancelled
 from delegations.runs.lint import LintReport, lint_as_run
-from delegations.runs.queue import dispatch_lane, enqueue_run
+from delegations.runs.queue import LaneCounts, dispatch_lane, enqueue_run, lane_counts
 from delegations.runs.record import append_events, record_end
 from delegations.runs.redaction import redactor
 from delegations.runs.runner_setup import adapter_config
@@ -52,21 +51,17 @@ def _pinned(packet: HandoffPacket, report: LintReport) -> HandoffPacket:
 RETRY_AFTER_MAX_S = 10   # the longest Retry-After a refused run is told to wait
 
 
-def _check_room_to_wait(owner: Any) -> None:
+def _check_room_to_wait(owner: Any, counts: LaneCounts) -> None:
     """Refuse (RunError 429 with Retry-After) a run that would wait to start behind the
     owner's HANDOFF_MAX_PENDING_RUNS_PER_OWNER waiting runs, or everyone's
     HANDOFF_MAX_PENDING_RUNS: without a bound a client faster than the workers grows the
     backlog forever (measured: 45.7 runs/s accepted while 5.25/s finished, 700 waiting, a
-    median of 31 s from creation to finish). Counted before the run is written, so
-    requests racing each other may pass a bound by as many as are in flight."""
+    median of 31 s from creation to finish)."""
     owner_id = getattr(owner, "pk", None)
-    # one query for both counts: every query of a run's creation is paid at every run
-    counts = Run.objects.waiting_to_start().aggregate(mine=Count("pk", filter=Q(owner_id=owner_id)),
-                                                      everyone=Count("pk"))
-    mine, per_owner = counts["mine"], settings.HANDOFF_MAX_PENDING_RUNS_PER_OWNER
+    mine, per_owner = counts.mine_waiting_to_start, settings.HANDOFF_MAX_PENDING_RUNS_PER_OWNER
     if mine >= per_owner:
         _refuse_waiting(mine, "of yours", per_owner, Run.objects.roots().filter(owner_id=owner_id))
-    everyone, limit = counts["everyone"], settings.HANDOFF_MAX_PENDING_RUNS
+    everyone, limit = counts.waiting_to_start, settings.HANDOFF_MAX_PENDING_RUNS
     if everyone >= limit:
         _refuse_waiting(everyone, "on this server", limit, Run.objects.roots())
 
@@ -112,8 +107,6 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     name = adapter or settings.HANDOFF_DEFAULT_ADAPTER
     built = _adapter(name, config)
     findings, errors = report.findings, report.error_findings
-    if start and not errors:
-        _check_room_to_wait(owner)
     run_id = new_run_id()
     run = Run(
         id=run_id, root_id=run_id, owner=owner, delegation=delegation, packet=parsed.to_dict(),
@@ -131,13 +124,19 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
         # a run its caller executes itself never waits in the lane
         allocated_at=None if start else timezone.now())
     with transaction.atomic():
+        queued = False
+        if start and not errors:
+            counts = lane_counts(run.owner_id)
+            _check_room_to_wait(owner, counts)   # nothing is written when refused
+            if counts.room_now:   # a slot at once (else a slot freed hands it one, oldest first)
+                run.allocated_at, queued = timezone.now(), True
         run.save(force_insert=True)
         if errors:
             record_end(run, RunState.REJECTED, error={
                 "code": ErrorCode.INVALID_PACKET.value, "message": rejection_message(errors),
                 "findings": errors})
-        elif start:
-            dispatch_lane(run.owner_id)
+        elif queued:
+            enqueue_run(run.pk)
     run.refresh_from_db()
     return run
 
@@ -149,7 +148,8 @@ def run_retry(*, run: Run, user: Any, fix_instructions: str = "") -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if not run.is_terminal:
             raise RunError("The run is still going; cancel it first or wait for it to finish.")
-        _check_room_to_wait(user)  # before a COMPLETE run is returned for an attempt not made
+        # before a COMPLETE run is returned for an attempt not made
+        _check_room_to_wait(user, lane_counts(getattr(user, "pk", None)))
         _adapter(run.adapter_name, run.adapter_config)  # a config stored before endpoints: refused
         if run.state == RunState.COMPLETE:
             append_events([(run, "state", {"state": RunState.RETURNED.value,
