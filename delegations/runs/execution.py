@@ -8,174 +8,59 @@ the runner makes them). With a long-lived worker (django-tasks-db, embedded or
 of runs; with backends whose jobs die with the task (RQ's work horses, the immediate
 backend) the task waits for the tree to finish or park.
 
-While a tree executes, a watcher renews the lease every few seconds and, twice a
-second, picks up what other processes asked for: cancel requests (``runner.cancel``)
-and messages (``runner.send_message``). When the tree ends or parks the lease is
-released and the caller's ``on_finished`` says what follows (the queue makes room in the
-owner's lane, or queues a tree again whose items were decided while it parked).
-
-A worker that loses its lease (it could not renew it for a whole lease period: the
-process was paused, the database unreachable) stops working on the tree at once and
-writes nothing more, since the sweeper may have handed the tree to another worker: every
-database call of the execution passes a :class:`LeaseFence`, which renews the lease
-before a call whenever the last renewal is more than half a lease old and refuses the
-call once the lease is gone.
+While a tree executes, the process's :class:`~delegations.runs.watching.Watchman` renews
+its lease every few seconds and, twice a second, picks up what other processes asked for:
+cancel requests (``runner.cancel``) and messages (``runner.send_message``). When the tree
+ends or parks the lease is released and the caller's ``on_finished`` says what follows
+(the queue makes room in the owner's lane, or queues a tree again whose items were decided
+while it parked). A tree whose lease was lost stops at once and writes nothing more
+(``leases.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db.models import Q
-from django.utils import timezone
 
-from delegations.models import Approval, Run, RunMessage
-from delegations.models.runs import TERMINAL
+from delegations.models import Approval, Run
 from delegations.protocol.adapters import make_adapter
 from delegations.protocol.approvals import ApprovalGate
 from delegations.protocol.errors import ErrorCode, ProtocolError
 from delegations.protocol.lifecycle import RunState
 from delegations.protocol.manifest import SkillManifest
-from delegations.protocol.runner import Runner, RunOutcome
+from delegations.protocol.runner import Runner
 from delegations.runs.approval_gate import DjangoApprovalGate
 from delegations.runs.cancelling import end_cancels_asked_meanwhile
 from delegations.runs.checkpoints import DjangoCheckpointStore
 from delegations.runs.database_thread import DatabaseThread
+from delegations.runs.leases import (
+    FencedDatabaseThread,
+    LeaseFence,
+    LeaseLost,
+    acquire_lease,
+    new_lease_owner,
+    release_lease,
+)
 from delegations.runs.record import record_end
 from delegations.runs.runner_setup import adapter_config, mcp_tools, remote_agents, runner_settings
 from delegations.runs.sink import DjangoEventSink, EventListener
+from delegations.runs.watching import TreeNews, Watchman
 from skills.models import Skill
 
 logger = logging.getLogger(__name__)
 
-WATCH_SECONDS = 0.5          # how often cancel requests and messages are picked up
 LEASE_LOST = "lease_lost"    # what execute() returns when this worker lost the tree's lease
 
 T = TypeVar("T")
 
 # what follows a worker's turn on a tree: called with the root's id and state
 FinishedHook = Callable[[str, str], None]
-
-
-def lease_seconds() -> float:
-    return float(settings.HANDOFF_LEASE_SECONDS)
-
-
-def new_lease_owner() -> str:
-    return f"{socket.gethostname()[:40]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-# -- leases ------------------------------------------------------------------------------
-
-def acquire_lease(run_id: str, owner: str) -> Run | None:
-    """Take the root run's lease unless a live worker holds it or the run is over."""
-    now = timezone.now()
-    free = Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    taken = (Run.objects.filter(pk=run_id, parent__isnull=True).exclude(state__in=TERMINAL)
-             .filter(free).update(lease_owner=owner,
-                                  lease_expires_at=now + timedelta(seconds=lease_seconds())))
-    return Run.objects.get(pk=run_id) if taken else None
-
-
-def release_lease(run_id: str, owner: str) -> None:
-    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
-
-
-def renew_lease(run_id: str, owner: str) -> bool:
-    """Extend the lease by a lease period; False when this owner no longer holds it (the
-    sweeper took it back after it expired, or another worker holds it now)."""
-    return bool(Run.objects.filter(pk=run_id, lease_owner=owner).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
-
-
-class LeaseLost(Exception):
-    """This worker no longer holds the run's lease, so it must not write to the run."""
-
-
-class LeaseFence:
-    """Lets an execution's database calls through only while its lease is known to be
-    held: renewed (by the watcher, or here before a call) within half a lease period.
-    Once a renewal fails the fence stays shut."""
-
-    def __init__(self, root_id: str, owner: str) -> None:
-        self.root_id = root_id
-        self.owner = owner
-        self.renewed_at = time.monotonic()
-        self.lost = False
-
-    def renewed(self, held: bool) -> None:
-        if held:
-            self.renewed_at = time.monotonic()
-        else:
-            self.lost = True
-
-    def guard(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` (in the database thread) if the lease is still ours."""
-        if not self.lost and time.monotonic() - self.renewed_at > lease_seconds() / 2:
-            self.renewed(renew_lease(self.root_id, self.owner))
-        if self.lost:
-            raise LeaseLost(f"Run {self.root_id}: this worker ({self.owner}) lost its lease; "
-                            f"another worker may be executing the tree, so nothing is written.")
-        return fn(*args)
-
-
-class FencedDatabaseThread:
-    """The execution's way to the database: every call made in ``thread`` (its process's
-    run host's, shared by every tree it executes, or one of its own) behind the lease fence.
-
-    One thread and one connection per process, not one per execution: a thread and a new
-    SQLite connection for each run were a fifth of a one-turn run's cost on the server
-    (load_probe.py), and SQLite takes one writer at a time anyway."""
-
-    def __init__(self, fence: LeaseFence, thread: DatabaseThread | None = None) -> None:
-        self.fence = fence
-        self.thread = thread if thread is not None else DatabaseThread()
-        self._owns_thread = thread is None
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self.thread.call(self.fence.guard, fn, *args)
-
-    async def unfenced(self, fn: Callable[..., T], *args: Any) -> T:
-        """A call past the fence: the watcher's renewal, which tells whether the lease is ours."""
-        return await self.thread.call(fn, *args)
-
-    def close(self) -> None:
-        if self._owns_thread:
-            self.thread.close()
-
-
-@dataclass
-class WatchReport:
-    lease_held: bool
-    cancel: list[str] = field(default_factory=list)
-    messages: list[tuple[int, str, str]] = field(default_factory=list)   # (id, run id, text)
-
-
-def _watch_poll(root_id: str, owner: str, renew: bool) -> WatchReport:
-    held = renew_lease(root_id, owner) if renew else True
-    tree = Q(pk=root_id) | Q(root_id=root_id)
-    cancel = list(Run.objects.filter(tree, cancel_requested_at__isnull=False)
-                  .exclude(state__in=TERMINAL).values_list("pk", flat=True))
-    messages = list(RunMessage.objects.filter(Q(run_id=root_id) | Q(run__root_id=root_id),
-                                              delivered_at__isnull=True)
-                    .values_list("pk", "run_id", "text"))
-    return WatchReport(held, cancel, messages)
-
-
-def _mark_delivered(message_ids: list[int]) -> None:
-    RunMessage.objects.filter(pk__in=message_ids).update(delivered_at=timezone.now())
 
 
 # -- one execution -------------------------------------------------------------------------
@@ -185,13 +70,15 @@ class Execution:
 
     def __init__(self, run: Run, owner: str, *, on_finished: FinishedHook | None = None,
                  gate: ApprovalGate | None = None, listener: EventListener | None = None,
-                 db_thread: DatabaseThread | None = None) -> None:
+                 db_thread: DatabaseThread | None = None, watchman: Watchman | None = None) -> None:
         self.run = run
         self.root_id = run.pk
         self.owner = owner
         self.on_finished = on_finished
         self.fence = LeaseFence(self.root_id, owner)
         self.db = FencedDatabaseThread(self.fence, db_thread)
+        self.watchman = watchman if watchman is not None else Watchman(self.db.thread)
+        self._lease_lost = asyncio.Event()
         self.sink = DjangoEventSink(self.db, listener=listener)
         self.checkpoints = DjangoCheckpointStore(self.sink)
         self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
@@ -243,9 +130,10 @@ class Execution:
             work = self.runner.start(run.packet, adapter=adapter, run_id=run.pk, workspace=workspace)
         self._resume = True  # from here on the tree has a checkpoint
         main = asyncio.ensure_future(work)
-        watcher = asyncio.ensure_future(self._watch(main))
+        lost = asyncio.ensure_future(self._lease_lost.wait())
+        self.watchman.watch(self)
         try:
-            await asyncio.wait({main, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({main, lost}, return_when=asyncio.FIRST_COMPLETED)
             if self.fence.lost:
                 # another worker may own the tree now: stop it here; whatever it tries to
                 # write on its way out is refused by the fence
@@ -264,40 +152,28 @@ class Execution:
             await asyncio.shield(self.sink.aclose())
             raise
         finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
+            self.watchman.unwatch(self)
+            lost.cancel()
         await self.sink.aclose()
         return outcome.state.value
 
     async def renew_lease(self) -> bool:
-        report = await self.db.call(_watch_poll, self.root_id, self.owner, True)
-        return report.lease_held
+        held = await self.watchman.renew(self)
+        self.fence.renewed(held)
+        return held
 
-    async def _watch(self, main: asyncio.Future[RunOutcome]) -> None:
-        renew_every = max(1.0, lease_seconds() / 3)
-        loop = asyncio.get_running_loop()
-        renewed = loop.time()
-        while not main.done():
-            await asyncio.sleep(WATCH_SECONDS)
-            renew = loop.time() - renewed >= renew_every
-            try:
-                # past the fence: the renewal is what tells whether the lease is still ours
-                report = await self.db.unfenced(_watch_poll, self.root_id, self.owner, renew)
-            except Exception:
-                logger.warning("Run %s: polling for requests failed", self.root_id, exc_info=True)
-                continue
-            if renew:
-                renewed = loop.time()
-                self.fence.renewed(report.lease_held)
-            if self.fence.lost:
-                return  # drive() stops the tree
-            for run_id in report.cancel:
-                if run_id not in self._cancelled and self.runner.cancel(run_id):
-                    self._cancelled.add(run_id)
-            delivered = [pk for pk, run_id, text in report.messages
-                         if self.runner.send_message(run_id, text)]
-            if delivered:
-                await self.db.call(_mark_delivered, delivered)
+    def take(self, news: TreeNews) -> list[int]:
+        """The watchman's news of this tree: its lease renewed (or lost: drive() stops the
+        tree), cancel requests and messages for its runs; the ids of the messages taken."""
+        if news.lease_held is not None:
+            self.fence.renewed(news.lease_held)
+        if self.fence.lost:
+            self._lease_lost.set()
+            return []
+        for run_id in news.cancel:
+            if run_id not in self._cancelled and self.runner.cancel(run_id):
+                self._cancelled.add(run_id)
+        return [pk for pk, run_id, text in news.messages if self.runner.send_message(run_id, text)]
 
 
 def finish_execution(root_id: str, owner: str, state: str, on_finished: FinishedHook | None) -> None:
@@ -325,6 +201,7 @@ class RunHost:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.db = DatabaseThread()
+        self.watchman = Watchman(self.db)
         # the trees this process takes at once: a worker that is full takes no more tasks
         # (they wait in the queue for it or another worker) until one ends or parks
         self.room = threading.BoundedSemaphore(settings.HANDOFF_WORKER_CAPACITY)
@@ -385,7 +262,9 @@ def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None)
         return "skipped"
     # a caller that waits may itself be in the host's database thread (the immediate backend
     # runs a tree queued by another's finish there): its tree gets a thread of its own
-    future = host.submit(Execution(run, owner, on_finished=on_finished, db_thread=None if wait else host.db))
+    execution = (Execution(run, owner, on_finished=on_finished) if wait else
+                 Execution(run, owner, on_finished=on_finished, db_thread=host.db, watchman=host.watchman))
+    future = host.submit(execution)
     if not wait:
         return "started"
     return future.result()

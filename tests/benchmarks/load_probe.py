@@ -37,10 +37,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -135,13 +133,10 @@ class Level:
 
 # -- clients ----------------------------------------------------------------------------------
 
-async def ended(client: Any, run_id: str, poll: bool, deadline: float) -> dict[str, Any]:
+async def ended(client: Any, auth: dict[str, str], run_id: str, poll: bool, deadline: float) -> dict[str, Any]:
     """The run once it ended: one long wait at a time (``?wait=``), or polling."""
     while True:
-        if poll:
-            answer = await client.get(f"/api/runs/{run_id}")
-        else:
-            answer = await client.get(f"/api/runs/{run_id}", params={"wait": 30})
+        answer = await client.get(f"/api/runs/{run_id}", headers=auth, params=None if poll else {"wait": 30})
         answer.raise_for_status()
         run = dict(answer.json())
         if run["state"] in TERMINAL or time.monotonic() > deadline:
@@ -150,49 +145,51 @@ async def ended(client: Any, run_id: str, poll: bool, deadline: float) -> dict[s
             await asyncio.sleep(0.02)
 
 
-async def client_loop(base_url: str, token: str, packet: dict[str, Any], adapter: dict[str, Any],
+async def client_loop(client: Any, token: str, packet: dict[str, Any], adapter: dict[str, Any],
                       poll: bool, window: tuple[float, float], level: Level, flight: list[int]) -> None:
     import httpx
 
     start, end = window
-    async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
-                                 timeout=60) as client:
-        while time.monotonic() < end:
-            counted = time.monotonic() >= start
-            posted = time.monotonic()
-            try:
-                answer = await client.post("/api/runs", json={"packet": packet, "adapter": adapter})
-            except httpx.HTTPError as exc:
-                level.error(type(exc).__name__)
-                await asyncio.sleep(0.1)
-                continue
-            level.offered += counted
-            if answer.status_code == 429:
-                level.refused += counted
-                await asyncio.sleep(float(answer.headers.get("Retry-After", 1)))
-                continue
-            if answer.status_code != 201:
-                level.error(f"HTTP {answer.status_code}")
-                await asyncio.sleep(0.1)
-                continue
-            level.accepted += counted
-            flight[0] += 1
-            level.in_flight_max = max(level.in_flight_max, flight[0])
-            try:
-                run = await ended(client, str(answer.json()["id"]), poll, posted + 120)
-            except httpx.HTTPError as exc:
-                level.error(type(exc).__name__)
-                continue
-            finally:
-                flight[0] -= 1
-            if counted and time.monotonic() <= end:
-                level.completed += 1
-                level.latencies.append(time.monotonic() - posted)
-                level.not_complete += run["state"] != "COMPLETE"
+    auth = {"Authorization": f"Bearer {token}"}
+    while time.monotonic() < end:
+        counted = time.monotonic() >= start
+        posted = time.monotonic()
+        try:
+            answer = await client.post("/api/runs", headers=auth, json={"packet": packet, "adapter": adapter})
+        except httpx.HTTPError as exc:
+            level.error(type(exc).__name__)
+            await asyncio.sleep(0.1)
+            continue
+        level.offered += counted
+        if answer.status_code == 429:
+            level.refused += counted
+            await asyncio.sleep(float(answer.headers.get("Retry-After", 1)))
+            continue
+        if answer.status_code != 201:
+            level.error(f"HTTP {answer.status_code}")
+            await asyncio.sleep(0.1)
+            continue
+        level.accepted += counted
+        flight[0] += 1
+        level.in_flight_max = max(level.in_flight_max, flight[0])
+        try:
+            run = await ended(client, auth, str(answer.json()["id"]), poll, posted + 120)
+        except httpx.HTTPError as exc:
+            level.error(type(exc).__name__)
+            continue
+        finally:
+            flight[0] -= 1
+        if counted and time.monotonic() <= end:
+            level.completed += 1
+            level.latencies.append(time.monotonic() - posted)
+            level.not_complete += run["state"] != "COMPLETE"
 
 
 async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, poll: bool,
                 adapter: dict[str, Any], pids: list[int]) -> Level:
+    """``clients`` clients (one connection each, in one pool) for a warm-up and ``seconds``."""
+    import httpx
+
     level = Level(clients=clients, seconds=seconds)
     start = time.monotonic() + WARM_UP_S
     end = start + seconds
@@ -205,9 +202,11 @@ async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, 
         await asyncio.sleep(max(0.0, end - time.monotonic()))
         level.cpu_s = cpu_seconds(pids) - before
 
-    await asyncio.gather(measure_cpu(), *(client_loop(base_url, tokens[index], packet, adapter, poll,
-                                                      (start, end), level, flight)
-                                          for index in range(clients)))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
+        await asyncio.gather(measure_cpu(), *(client_loop(client, tokens[index], packet, adapter, poll,
+                                                          (start, end), level, flight)
+                                              for index in range(clients)))
     return level
 
 
@@ -355,43 +354,14 @@ def scaleout(args: argparse.Namespace) -> list[tuple[str, Level]]:
     return results
 
 
-class SlowModel(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat completions endpoint that answers after LATENCY_S, with a
-    yield_control tool call (one thread per request, so any number wait at once)."""
-
-    latency_s = 0.5
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        time.sleep(self.latency_s)
-        arguments = json.dumps({"status": "SUCCESS", "output_payload": {"answer": 42}})
-        body = json.dumps({
-            "id": "chatcmpl-probe", "object": "chat.completion", "created": int(time.time()), "model": "probe",
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                "role": "assistant", "content": None, "tool_calls": [{
-                    "id": "call_probe", "type": "function",
-                    "function": {"name": "yield_control", "arguments": arguments}}]}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 def slow(args: argparse.Namespace) -> list[tuple[str, Level]]:
-    SlowModel.latency_s = args.latency_ms / 1000
-    model = ThreadingHTTPServer(("127.0.0.1", 0), SlowModel)
-    model.daemon_threads = True
-    threading.Thread(target=model.serve_forever, daemon=True).start()
+    port = free_port()
+    model = subprocess.Popen([sys.executable, "-m", "uvicorn", "tests.benchmarks.slow_model:app", "--port",
+                              str(port), "--log-level", "warning", "--backlog", "4096"], cwd=ROOT,
+                             env={**os.environ, "SLOW_MODEL_LATENCY_MS": str(args.latency_ms)})
     folder = Path(tempfile.mkdtemp(prefix="handoff-probe-slow-"))
-    endpoint = f"http://127.0.0.1:{model.server_address[1]}/v1"
     # many runs of one owner at once: the owner's lane and backlog bounds are not what is measured
-    server = EmbeddedServer(folder, {"OPENAI_BASE_URL": endpoint, "OPENAI_API_KEY": "probe-key",
+    server = EmbeddedServer(folder, {"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": "probe-key",
                                      "HANDOFF_LANE_SIZE": str(args.in_flight * 2),
                                      "HANDOFF_MAX_PENDING_RUNS_PER_OWNER": str(args.in_flight * 2),
                                      "HANDOFF_MAX_PENDING_RUNS": str(args.in_flight * 4)})
@@ -409,11 +379,11 @@ def slow(args: argparse.Namespace) -> list[tuple[str, Level]]:
         ideal = level.in_flight_max / (args.latency_ms / 1000)
         print(f"   in flight at most {level.in_flight_max}; completed {level.completed / level.seconds:.1f}/s "
               f"against in-flight / latency {ideal:.1f}/s; server RSS {rss_before:.0f} MB idle, "
-              f"{rss_during:.0f} MB after the window "
-              f"({(rss_during - rss_before) / max(level.in_flight_max, 1) * 1000:.0f} MB per 1,000 in flight)")
+              f"{rss_during:.0f} MB at the window's end", flush=True)
     finally:
         server.stop()
-        model.shutdown()
+        model.terminate()
+        model.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
     return results
 

@@ -22,7 +22,8 @@ from delegations.protocol.approvals import AutoGate, Decision
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lifecycle import RunState
 from delegations.run_pages.failure import failure_headline
-from delegations.runs.execution import Execution, acquire_lease, new_lease_owner, release_lease
+from delegations.runs.execution import Execution
+from delegations.runs.leases import acquire_lease, new_lease_owner, release_lease
 from delegations.runs.workflows import run_cancel, run_create
 
 UNUSABLE = 2

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import weakref
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
@@ -177,6 +178,11 @@ class ProviderSDK:
     base_error: type[Any]          # OpenAIError, AnthropicError
 
 
+# the SDK clients made on each event loop (a client's connections belong to its loop)
+_shared_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Any]] = (
+    weakref.WeakKeyDictionary())
+
+
 class HostedAdapter[ClientT](ModelAdapter):
     """A model behind a provider's HTTP API, called through the provider's official SDK.
 
@@ -235,12 +241,25 @@ class HostedAdapter[ClientT](ModelAdapter):
                         env=key_env or "(none)", endpoint=self.endpoint.name),
                     details={"adapter": self.name, "endpoint": self.endpoint.name, "env": key_env})
             self._api_key = key
-            # The SDK's own retries are off: call_with_retries applies one policy for every
-            # provider and knows whether text was already streamed.
-            self._client = self.sdk.client(
-                api_key=key or NO_KEY_NEEDED, base_url=self.base_url, timeout=self.timeout_s,
-                max_retries=0, http_client=self._http_client)
+            if self._http_client is not None:
+                self._client = self._new_client(key)
+            else:
+                # One SDK client per endpoint, key and timeout on this event loop, shared by
+                # every run: a new one for each run built an HTTP client and an SSL context
+                # (its CA bundle read anew), 60 ms of CPU a run, and kept no connection
+                # alive between them (load_probe.py --mode slow).
+                shared = _shared_clients.setdefault(asyncio.get_running_loop(), {})
+                slot = (self.sdk.client, self.base_url, key, self.timeout_s)
+                if slot not in shared:
+                    shared[slot] = self._new_client(key)
+                self._client = shared[slot]
         return self._client
+
+    def _new_client(self, key: str | None) -> ClientT:
+        # The SDK's own retries are off: call_with_retries applies one policy for every
+        # provider and knows whether text was already streamed.
+        return self.sdk.client(api_key=key or NO_KEY_NEEDED, base_url=self.base_url, timeout=self.timeout_s,
+                               max_retries=0, http_client=self._http_client)
 
     async def complete(self, messages: list[Message], tools: list[ToolSchema], *,
                        on_text: TextCallback | None = None,
