@@ -24,9 +24,13 @@ class BearerTokenAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
         limit = token_limit()
-        attempts = f"address:{client_address(request)}:prefix:{APIToken.known_prefix(token)}"
-        limit.check(attempts, what="API token attempts")
         api_token = APIToken.authenticate(token)
+        # a known token's prefix is its own: the query that tells whether a wrong token's
+        # prefix belongs to some token is made for wrong tokens only (it was one more query
+        # on every API call)
+        prefix = api_token.prefix if api_token is not None else APIToken.known_prefix(token)
+        attempts = f"address:{client_address(request)}:prefix:{prefix}"
+        limit.check(attempts, what="API token attempts")   # locked out: 429, even the right token
         if api_token is None:
             limit.fail(attempts)
             return None

@@ -43,6 +43,19 @@ def main() -> None:
         print(f"(peers not installed at {PEER_PY}: running ours alone; see {PEERS}/README.md)")
         run(["bash", "-c", ours])
 
+    section("load probe: one-turn runs through the API at 1, 8 and 32 clients (embedded, as make run)")
+    run([python, str(HERE / "load_probe.py")])
+    postgres = os.environ.get("HANDOFF_TEST_POSTGRES_URL")
+    if postgres:
+        section("load probe, scale-out: PostgreSQL + Redis + 1, 2 and 4 RQ workers, 32 clients")
+        run([python, str(HERE / "load_probe.py"), "--mode", "scaleout", "--clients", "32",
+             "--database-url", postgres])
+    else:
+        print("(scale-out load probe skipped: set HANDOFF_TEST_POSTGRES_URL to a PostgreSQL on loopback; "
+              ".ci/run shows how to start one)")
+    section("load probe, a 500 ms model: runs in flight on one worker")
+    run([python, str(HERE / "load_probe.py"), "--mode", "slow", "--in-flight", "200"])
+
     for script, title in (("bench_catalog.py", "skill catalog search over 10,000 skills"),
                           ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery"),
                           ("bench_mcp.py", "the MCP layer: start_run through /mcp against POST /api/runs"),
