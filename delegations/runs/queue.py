@@ -17,6 +17,7 @@ from django_tasks_db import DatabaseBackend
 
 from delegations.models import Approval, Run
 from delegations.protocol.lifecycle import RunState
+from delegations.runs import traces
 from delegations.runs.execution import execute
 
 
@@ -30,6 +31,9 @@ def execute_run(run_id: str) -> str:
         return execute(run_id, wait=not long_lived, on_finished=after_execution)
     finally:
         close_old_connections()
+        if settings.HANDOFF_TASK_BACKEND == "rq":
+            # a work horse ends with its job, without exit hooks: its tree's trace goes first
+            traces.flush_at_exit()
 
 
 def enqueue_run(run_id: str) -> None:
