@@ -22,7 +22,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -85,16 +85,16 @@ class Losses:
         self.failed = 0            # spans in batches the collector did not take
         self.trees_dropped = 0     # trees refused because the tree queue was full
         self.problem = ""          # the exporter's last complaint
-        self.total = 0             # every span ever lost, for /health-like checks and tests
-        self.reported_at = time.monotonic()
+        self.total = 0             # every span or tree ever lost
+        self.reported_at = time.monotonic() - REPORT_SECONDS   # the first loss is told at once
 
-    def report_due(self, *, force: bool = False) -> str:
+    def report_due(self) -> str:
         """The warning to log now (and reset), or "" when there is none or it is too soon."""
         with self.lock:
             lost = self.dropped + self.failed
             if not (lost or self.trees_dropped):
                 return ""
-            if not force and time.monotonic() - self.reported_at < REPORT_SECONDS:
+            if time.monotonic() - self.reported_at < REPORT_SECONDS:
                 return ""
             parts = []
             if self.failed:
@@ -129,9 +129,10 @@ class _ExporterComplaints(logging.Filter):
 class CountingExporter(SpanExporter):
     """The OTLP exporter, counting the spans of the batches it could not deliver."""
 
-    def __init__(self, inner: SpanExporter, losses: Losses) -> None:
+    def __init__(self, inner: SpanExporter, losses: Losses, on_loss: Callable[[], None]) -> None:
         self.inner = inner
         self.losses = losses
+        self.on_loss = on_loss
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -144,6 +145,8 @@ class CountingExporter(SpanExporter):
             if result is not SpanExportResult.SUCCESS:
                 self.losses.failed += len(spans)
                 self.losses.total += len(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.on_loss()
         return result
 
     def shutdown(self) -> None:
@@ -205,7 +208,7 @@ class TraceExporter:
         self.losses = Losses()
         self.ids = PlannedIds()
         capacity = _setting("OTEL_BSP_MAX_QUEUE_SIZE", 2048)
-        exporter = CountingExporter(span_exporter or OTLPSpanExporter(), self.losses)
+        exporter = CountingExporter(span_exporter or OTLPSpanExporter(), self.losses, self._report)
         batches = BatchSpanProcessor(exporter, max_queue_size=capacity,
                                      max_export_batch_size=_setting("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512))
         self.processor = BoundedHandOff(batches, self.losses, capacity)
@@ -243,8 +246,9 @@ class TraceExporter:
             self._report()
 
     def flush(self, timeout_s: float) -> bool:
-        """Wait (at most ``timeout_s``) until the queued trees are written and their spans
-        sent; False when that took longer."""
+        """Wait (at most ``timeout_s``) until the queued trees are written and every span
+        went through an export; False when that took longer (``losses`` says whether the
+        collector took them)."""
         deadline = time.monotonic() + timeout_s
         with self._idle:
             if not self._idle.wait_for(lambda: self._busy == 0, timeout=timeout_s):
