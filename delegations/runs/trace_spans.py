@@ -10,7 +10,8 @@ sends the same spans. What a span says:
 - each run: ``invoke_agent {agent}`` (INTERNAL), under its parent run's span (the root's
   under the caller's, when the request that started it carried a ``traceparent``), with
   Handoff's own figures under ``handoff.`` (run id, state, budget limits and use,
-  capabilities, criteria met) and its error code as the status;
+  capabilities, criteria met) and its error code as the status (with the error's message
+  only when content is captured: it may quote the model's answer);
 - each model call: ``chat {model}`` (CLIENT) with the provider, models, tokens and finish
   reason;
 - each tool call: ``execute_tool {tool}`` with its name and call id, failed with the
@@ -172,7 +173,9 @@ class SpanWriter:
         if error is not None:
             code, message = error
             span.set_attribute(ERROR_TYPE, code)
-            span.set_status(Status(StatusCode.ERROR, self._text(f"{code}: {message}" if message else code)))
+            # the message may quote what the model answered: content, like the rest
+            said = f"{code}: {message}" if message and self.capture else code
+            span.set_status(Status(StatusCode.ERROR, self._text(said)))
         elif run.state == RunState.COMPLETE:
             span.set_status(Status(StatusCode.OK))
         for name, stamp, event_attributes in self._run_events(events):
@@ -224,8 +227,10 @@ class SpanWriter:
                     said["handoff.message.text"] = self._cut(str(data.get("text") or ""))
                 yield "handoff.message", nanoseconds(event.ts), said
             elif event.type == EventType.LOG and data.get("level") in ("warning", "error"):
-                yield "handoff.log", nanoseconds(event.ts), {
-                    "handoff.log.level": str(data["level"]), "handoff.log.message": str(data.get("message") or "")}
+                warned = {"handoff.log.level": str(data["level"])}
+                if self.capture:   # a validation warning may quote the model's answer
+                    warned["handoff.log.message"] = self._cut(str(data.get("message") or ""))
+                yield "handoff.log", nanoseconds(event.ts), warned
 
     # -- the spans inside a run ------------------------------------------------------------
 

@@ -9,8 +9,8 @@ once it is over: a run parked for days in the inbox appears in the collector whe
 with its wait as a span; ``manage.py export_traces --run ID`` sends a finished tree again.
 
 This module imports nothing of OpenTelemetry: the SDK and the exporter load with
-``trace_export`` on first use, only when tracing is on, so a server without a collector
-never imports them.
+``trace_export`` when tracing is on (:func:`listen`, at start-up), so a process without a
+collector named never imports them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ if TYPE_CHECKING:
 # work horse): a collector that is down costs that much once, never a run's time
 EXIT_FLUSH_SECONDS = 3.0
 
+SENT_REMEMBERED = 10_000   # roots this process sent lately (insertion-ordered, oldest dropped)
+
 _exporter: TraceExporter | None = None
+_sent: dict[str, None] = {}
 _lock = threading.Lock()
 
 
@@ -47,7 +50,6 @@ def exporter() -> TraceExporter:
     global _exporter
     with _lock:
         if _exporter is None or _exporter.pid != os.getpid():
-            # the SDK loads here, the first time a tree ends with tracing on (README, Traces)
             from delegations.runs.trace_export import TraceExporter
 
             _exporter = TraceExporter()
@@ -61,12 +63,31 @@ def tree_ended(changes: list[tuple[str, str]]) -> None:
     if not enabled():
         return
     for run_id, state in changes:
-        if is_terminal(state):
+        if is_terminal(state) and _first_end(run_id):
             exporter().submit(run_id)
 
 
+def _first_end(run_id: str) -> bool:
+    """Whether this process hears of the root's end for the first time: an end told twice
+    (the sweeper's ERR_WORKER_LOST, then the worker it thought dead) is sent once;
+    export_traces and the page's button send a tree again on purpose."""
+    with _lock:
+        if run_id in _sent:
+            return False
+        _sent[run_id] = None
+        if len(_sent) > SENT_REMEMBERED:
+            _sent.pop(next(iter(_sent)))
+        return True
+
+
 def listen() -> None:
-    """Export every run tree that ends from now on (called once at start-up, when on)."""
+    """Export every run tree that ends from now on (called once at start-up, when on).
+
+    The SDK is imported here, with the process, not when the first tree ends: that import
+    (about 50 ms) would otherwise fall on the database thread that stored the tree's end.
+    Its threads start with the first tree."""
+    import delegations.runs.trace_export  # noqa: F401
+
     on_root_state_changed(tree_ended)
 
 

@@ -217,9 +217,10 @@ def test_with_no_collector_named_nothing_of_the_sdk_or_the_exporter_is_loaded() 
     assert report["loaded"] == []
 
 
-def test_with_a_collector_named_the_sdk_loads_only_once_a_tree_has_ended() -> None:
+def test_with_a_collector_named_the_exporter_loads_with_the_process() -> None:
     report = _probe(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318")
-    assert report["enabled"] is True and report["loaded"] == []   # a run ran; no tree ended in the log
+    assert report["enabled"] is True and "delegations.runs.trace_export" in report["loaded"]
+    assert "opentelemetry.exporter.otlp.proto.http.trace_exporter" in report["loaded"]
 
 
 def test_the_runner_executing_a_tree_imports_no_opentelemetry_at_all() -> None:
