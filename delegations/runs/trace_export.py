@@ -36,13 +36,14 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.semconv.schemas import Schemas
 
 from delegations.runs.redaction import redactor
-from delegations.runs.trace_spans import SpanWriter, load_tree
+from delegations.runs.trace_spans import SpanWriter, load_trees
 
 logger = logging.getLogger("handoff.traces")
 
 # the GenAI conventions Handoff's spans follow (README, Traces)
 SCHEMA_URL = Schemas.V1_44_0.value
 TREE_QUEUE_SIZE = 1000     # finished trees waiting to be written: far more than a lane finishes at once
+TREES_PER_READ = 50        # trees waiting together are read with one query for runs and one for events
 REPORT_SECONDS = 60.0      # the most often a loss is logged
 # the OTLP exporter's loggers write a line per failed batch: folded into the report instead
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
@@ -256,14 +257,11 @@ class TraceExporter:
         remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
         return bool(self.processor.force_flush(remaining_ms)) and self.losses.queued == 0
 
-    def export_now(self, root_id: str) -> int:
-        """Write one tree's spans in the calling thread (the command): how many were recorded."""
-        tree = load_tree(root_id)
-        if tree is None:
-            return 0
+    def export_now(self, *root_ids: str) -> int:
+        """Write these trees' spans in the calling thread: how many were recorded."""
         writer = SpanWriter(self.tracer, self.ids.plan, capture=settings.HANDOFF_TRACE_CAPTURE_CONTENT,
                             max_chars=settings.HANDOFF_TRACE_CONTENT_MAX_CHARS, secrets=redactor())
-        return writer.write(tree)
+        return sum(writer.write(tree) for tree in load_trees(list(root_ids)))
 
     def shutdown(self) -> None:
         self.provider.shutdown()
@@ -273,19 +271,22 @@ class TraceExporter:
     def _write_forever(self) -> None:
         while True:
             try:
-                root_id = self._trees.get(timeout=REPORT_SECONDS)
+                root_ids = [self._trees.get(timeout=REPORT_SECONDS)]
             except queue.Empty:
                 self._report()
                 continue
+            while len(root_ids) < TREES_PER_READ and not self._trees.empty():
+                root_ids.append(self._trees.get_nowait())   # the only reader: never empty here
             try:
-                self.export_now(root_id)
+                self.export_now(*root_ids)
             except Exception:
-                logger.exception("The trace of run %s could not be written; the run is not affected", root_id)
+                logger.exception("The traces of runs %s could not be written; the runs are not affected",
+                                 ", ".join(root_ids))
             finally:
                 if self._trees.empty():
                     connection.close()   # the next tree may be hours away: hold no connection
                 with self._idle:
-                    self._busy -= 1
+                    self._busy -= len(root_ids)
                     self._idle.notify_all()
             self._report()
 

@@ -29,9 +29,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
@@ -71,28 +72,52 @@ TRUNCATED = "…[truncated: {shown} of {total} characters]"
 PlanIds = Callable[[str, str | None], None]
 
 
+class StoredEvent(NamedTuple):
+    """An event of the log, as much of it as a trace needs."""
+
+    run_id: str
+    seq: int
+    type: str
+    data: dict[str, Any]
+    ts: datetime
+
+
 @dataclass
 class TreeRecord:
     """A run tree as stored: its runs (parents before children) and each run's events."""
 
     runs: list[Run]
-    events: dict[str, list[RunEvent]] = field(default_factory=dict)
+    events: dict[str, list[StoredEvent]] = field(default_factory=dict)
 
     @property
     def root(self) -> Run:
         return self.runs[0]
 
 
-def load_tree(root_id: str) -> TreeRecord | None:
-    """The tree rooted at ``root_id``, or None when there is no such root run."""
-    runs = sorted(Run.objects.filter(Q(pk=root_id) | Q(root_id=root_id)),
-                  key=lambda run: (run.depth, run.created_at, run.pk))
-    if not runs or runs[0].pk != root_id or runs[0].parent_id is not None:
-        return None
-    tree = TreeRecord(runs)
-    for event in RunEvent.objects.filter(run_id__in=[run.pk for run in runs]).order_by("run_id", "seq"):
-        tree.events.setdefault(event.run_id, []).append(event)
-    return tree
+# columns a trace never reads: a scripted run's config alone can be hundreds of kB, and
+# loading these cost more than writing the spans (the model a run asked for is read from
+# its config in SQL, as requested_model)
+UNREAD_COLUMNS = ("packet", "adapter_config", "previous_failure")
+
+
+def load_trees(root_ids: list[str]) -> list[TreeRecord]:
+    """The trees rooted at ``root_ids`` (those that are root runs), with two queries for
+    all of them: a burst of finished runs is written in a few reads."""
+    wanted = set(root_ids)
+    runs: list[Run] = sorted(
+        Run.objects.filter(Q(pk__in=wanted) | Q(root_id__in=wanted)).defer(*UNREAD_COLUMNS)
+        .annotate(requested_model=KeyTextTransform("model", "adapter_config")),
+        key=lambda run: (run.depth, run.created_at, run.pk))
+    trees = {run.pk: TreeRecord([run]) for run in runs if run.pk in wanted and run.parent_id is None}
+    for run in runs:
+        if run.pk not in trees and run.root_id in trees:
+            trees[run.root_id].runs.append(run)
+    rows = (RunEvent.objects.filter(run_id__in=[run.pk for tree in trees.values() for run in tree.runs])
+            .order_by("run_id", "seq").values_list("run_id", "seq", "type", "data", "ts"))
+    tree_of = {run.pk: tree for tree in trees.values() for run in tree.runs}
+    for row in rows:
+        tree_of[row[0]].events.setdefault(row[0], []).append(StoredEvent(*row))
+    return [trees[root_id] for root_id in dict.fromkeys(root_ids) if root_id in trees]
 
 
 def nanoseconds(stamp: datetime) -> int:
@@ -129,13 +154,13 @@ class SpanWriter:
 
     # -- one run -------------------------------------------------------------------------
 
-    def _run(self, run: Run, events: list[RunEvent], parent: Span | None) -> tuple[Span, int, int]:
+    def _run(self, run: Run, events: list[StoredEvent], parent: Span | None) -> tuple[Span, int, int]:
         """The run's span, started (it ends after its children), its end time, and how many
         spans inside it were recorded (model calls, tool calls, approval waits)."""
         start = nanoseconds(events[0].ts if events else run.created_at)
         end = nanoseconds(events[-1].ts if events else (run.finished_at or run.created_at))
         provider = PROVIDERS.get(run.adapter_name, run.adapter_name or "handoff")
-        model = str((run.adapter_config or {}).get("model") or _first_model(events) or "")
+        model = str(getattr(run, "requested_model", None) or _first_model(events) or "")
         agent = _agent_name(run)
         attributes: dict[str, Any] = {
             gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent", gen_ai.GEN_AI_AGENT_NAME: agent,
@@ -201,8 +226,7 @@ class SpanWriter:
         return trace.set_span_in_context(NonRecordingSpan(remote))
 
     def _run_content(self, run: Run) -> dict[str, Any]:
-        packet = run.packet or {}
-        asked = packet.get("goal") or packet.get("task") or run.goal
+        asked = run.goal
         content: dict[str, Any] = {}
         if asked:
             content[gen_ai.GEN_AI_INPUT_MESSAGES] = self._json(
@@ -215,7 +239,7 @@ class SpanWriter:
                 [{"role": "assistant", "parts": parts, "finish_reason": "stop"}])
         return content
 
-    def _run_events(self, events: list[RunEvent]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    def _run_events(self, events: list[StoredEvent]) -> Iterator[tuple[str, int, dict[str, Any]]]:
         """The run's state changes, the messages it was sent and its warnings, as span events."""
         for event in events:
             data = event.data or {}
@@ -234,7 +258,7 @@ class SpanWriter:
 
     # -- the spans inside a run ------------------------------------------------------------
 
-    def _chat(self, run: Run, event: RunEvent, text: str, tool_calls: list[dict[str, Any]],
+    def _chat(self, run: Run, event: StoredEvent, text: str, tool_calls: list[dict[str, Any]],
               provider: str, model: str, context: Context) -> int:
         data = event.data or {}
         end = nanoseconds(event.ts)
@@ -265,7 +289,7 @@ class SpanWriter:
                                       attributes=self._clean(attributes), start_time=start)
         return _ended(span, end)
 
-    def _tool(self, run: Run, call_id: str, started: RunEvent, finished: RunEvent | None,
+    def _tool(self, run: Run, call_id: str, started: StoredEvent, finished: StoredEvent | None,
               run_end: int, context: Context) -> int:
         asked = started.data or {}
         name = str(asked.get("name") or "tool")
@@ -294,7 +318,7 @@ class SpanWriter:
             span.set_status(Status(StatusCode.ERROR, self._text(message)))
         return _ended(span, nanoseconds(finished.ts) if finished is not None else run_end)
 
-    def _approval(self, run: Run, key: str, asked: RunEvent, decided: RunEvent | None,
+    def _approval(self, run: Run, key: str, asked: StoredEvent, decided: StoredEvent | None,
                   run_end: int, context: Context) -> int:
         request = asked.data or {}
         answer = (decided.data or {}) if decided is not None else {}
@@ -368,14 +392,14 @@ def _agent_name(run: Run) -> str:
     return run.subagent_type or run.label or "subagent"
 
 
-def _first_model(events: list[RunEvent]) -> str:
+def _first_model(events: list[StoredEvent]) -> str:
     return next((str((e.data or {}).get("model") or "") for e in events if e.type == EventType.MODEL_CALL), "")
 
 
-def _model_calls(events: list[RunEvent]) -> list[tuple[RunEvent, str, list[dict[str, Any]]]]:
+def _model_calls(events: list[StoredEvent]) -> list[tuple[StoredEvent, str, list[dict[str, Any]]]]:
     """Each model call with the text it streamed and the tool calls it asked for; one per
     iteration (a call made again after a resume replaces the one before)."""
-    calls: dict[int, tuple[RunEvent, str, list[dict[str, Any]]]] = {}
+    calls: dict[int, tuple[StoredEvent, str, list[dict[str, Any]]]] = {}
     text: list[str] = []
     current: list[dict[str, Any]] | None = None
     for event in events:
@@ -391,10 +415,10 @@ def _model_calls(events: list[RunEvent]) -> list[tuple[RunEvent, str, list[dict[
     return list(calls.values())
 
 
-def _tool_calls(events: list[RunEvent]) -> dict[str, tuple[RunEvent, RunEvent | None]]:
+def _tool_calls(events: list[StoredEvent]) -> dict[str, tuple[StoredEvent, StoredEvent | None]]:
     """Each tool call by id: when it was first asked for, and its last result (a call
     reported again after a resume is one call)."""
-    calls: dict[str, tuple[RunEvent, RunEvent | None]] = {}
+    calls: dict[str, tuple[StoredEvent, StoredEvent | None]] = {}
     for event in events:
         call_id = str((event.data or {}).get("id") or "")
         if not call_id:
@@ -406,9 +430,9 @@ def _tool_calls(events: list[RunEvent]) -> dict[str, tuple[RunEvent, RunEvent | 
     return calls
 
 
-def _approvals(events: list[RunEvent]) -> dict[str, tuple[RunEvent, RunEvent | None]]:
+def _approvals(events: list[StoredEvent]) -> dict[str, tuple[StoredEvent, StoredEvent | None]]:
     """Each question put to a person, by key: when it was asked, and the decision."""
-    waits: dict[str, tuple[RunEvent, RunEvent | None]] = {}
+    waits: dict[str, tuple[StoredEvent, StoredEvent | None]] = {}
     for event in events:
         if event.type != EventType.APPROVAL:
             continue
