@@ -54,6 +54,8 @@ def main() -> None:
             for measure in ("median_ms", "p99_ms", "per_second"):
                 row[f"{mode}_{measure}"] = round(statistics.median(
                     run[figure][measure] for run in results[mode]), 1)
+        for mode in ("off", "on"):   # each round's median, to see the machine's noise
+            row[f"{mode}_rounds_median_ms"] = [run[figure]["median_ms"] for run in results[mode]]
         row["median_change_pct"] = round(100 * (row["on_median_ms"] / row["off_median_ms"] - 1), 1)
         row["per_second_change_pct"] = round(100 * (row["on_per_second"] / row["off_per_second"] - 1), 1)
         print(json.dumps(row), flush=True)
