@@ -224,9 +224,9 @@ class TraceExporter:
                                            max_span_attribute_length=settings.HANDOFF_TRACE_CONTENT_MAX_CHARS))
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("handoff", _handoff_version(), schema_url=SCHEMA_URL)
-        complaints = _ExporterComplaints(self.losses)
+        self._complaints = _ExporterComplaints(self.losses)
         for name in EXPORTER_LOGGERS:
-            logging.getLogger(name).addFilter(complaints)
+            logging.getLogger(name).addFilter(self._complaints)
         self._trees: queue.Queue[str] = queue.Queue(TREE_QUEUE_SIZE)
         self._idle = threading.Condition()
         self._busy = 0               # trees queued or being written
@@ -269,6 +269,8 @@ class TraceExporter:
 
     def shutdown(self) -> None:
         self.provider.shutdown()
+        for name in EXPORTER_LOGGERS:
+            logging.getLogger(name).removeFilter(self._complaints)
 
     # -- the writer thread --------------------------------------------------------------------
 
