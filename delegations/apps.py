@@ -22,3 +22,9 @@ class DelegationsConfig(AppConfig):
         # the hosted adapters call the operator's endpoints only (read at each construction,
         # so a test's override_settings is seen)
         use_endpoints(lambda: settings.HANDOFF_MODEL_ENDPOINTS)
+        # run trees go to the trace collector as they end; with no collector named, nothing
+        # of the exporter (or of OpenTelemetry's SDK) is even imported
+        if settings.HANDOFF_TRACES_ENABLED:
+            from delegations.runs import traces
+
+            traces.listen()

@@ -52,6 +52,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel/", runs.run_cancel_view, name="run_cancel"),
     path("runs/<str:run_id>/messages/", runs.run_message_view, name="run_message"),
     path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run_retry"),
+    path("runs/<str:run_id>/trace/", runs.run_trace_export_view, name="run_trace_export"),
     path("runs/<str:run_id>/compare/", run_compare.run_compare, name="run_compare"),
     # the approval inbox, and deciding an item from its run's page
     path("inbox/", inbox.inbox, name="inbox"),

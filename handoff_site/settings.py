@@ -17,6 +17,7 @@ from delegations.protocol.adapters.endpoints import (
     parse_endpoints,
 )
 
+from . import otel_env
 from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -289,6 +290,18 @@ HANDOFF_A2A_SEND_WAIT_S = env_float("HANDOFF_A2A_SEND_WAIT_S", 120.0, minimum=0.
 # An A2A caller's push notifications go to public addresses only, unless this is on (a
 # receiver on this machine or the private network the site runs in).
 HANDOFF_A2A_PUSH_ALLOW_PRIVATE = env_bool("HANDOFF_A2A_PUSH_ALLOW_PRIVATE", False)
+
+# --- traces (OpenTelemetry) ---------------------------------------------------------------
+# README, Traces. Run trees are exported as OTLP traces when a collector is named with the
+# standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; the other standard OTEL_* variables tune it
+# and are checked here (otel_env.py), so a wrong one stops start-up naming it.
+otel_env.check(os.environ)
+HANDOFF_TRACES_ENABLED = otel_env.traces_enabled(os.environ)
+HANDOFF_TRACE_CAPTURE_CONTENT = otel_env.capture_content(os.environ)
+HANDOFF_TRACE_CONTENT_MAX_CHARS = otel_env.content_max_chars(os.environ)
+HANDOFF_TRACE_URL_TEMPLATE = otel_env.trace_url_template(os.environ)
+# the exporter's header values (a vendor's API key) are kept out of runs like other secrets
+HANDOFF_OTLP_HEADER_SECRETS = otel_env.header_values(os.environ)
 
 # --- scale-out --------------------------------------------------------------------------
 # README, Scale-out. RQ workers are `manage.py rqworker --job-class django_tasks_rq.Job

@@ -18,6 +18,7 @@ from django.utils import timezone
 from delegations.protocol.a2a_subagents import parse_remote_ref
 from delegations.protocol.lifecycle import TERMINAL_STATES, RunState, check_transition
 from delegations.protocol.sessions import new_run_id
+from delegations.protocol.trace_context import TraceContext, run_context
 
 TERMINAL = [str(state) for state in TERMINAL_STATES]
 # States in which a root run occupies one of its owner's lane slots (OpenClaw's queue lane):
@@ -127,6 +128,11 @@ class Run(models.Model):
         default=0, help_text="Times the run was resumed after its worker was lost.")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveIntegerField(default=0, help_text="Seq of the last event.")
+    # W3C trace context: the span this run's span hangs under (a caller's for a root whose
+    # request carried one, the parent run's for a child); empty for a root that starts a
+    # trace of its own, whose trace id is then its run id (protocol/trace_context.py)
+    traceparent = models.CharField(max_length=55, blank=True,
+                                   help_text="W3C traceparent of the span this run continues.")
 
     objects = RunQuerySet.as_manager()
 
@@ -173,6 +179,11 @@ class Run(models.Model):
         if self.started_at is None:
             return None
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    @property
+    def trace(self) -> TraceContext:
+        """This run's own span context in its tree's trace."""
+        return run_context(run_id=self.pk, root_run_id=self.root_run_id, traceparent=self.traceparent)
 
     def holds_live_lease(self, now: datetime | None = None) -> bool:
         return bool(self.lease_owner and self.lease_expires_at

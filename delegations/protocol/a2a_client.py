@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .schemas import validate_instance
+from .trace_context import outgoing_headers
 
 SECRET_ENV_PREFIX = "HANDOFF_A2A_SECRET_"
 # the agent-card extension in which a Handoff agent declares each skill's JSON Schemas
@@ -148,6 +149,8 @@ async def delegate(config: RemoteAgentConfig, *, skill: str, input_data: dict[st
         raise RemoteAgentError(f"remote agent {config.name} offers no skill {skill!r} here; "
                                f"allowed: {', '.join(config.skills) or 'none'}")
     headers = _headers(config, environ if environ is not None else os.environ)
+    # the remote agent's task continues the run's trace (an A2A server reads the header)
+    headers.update(outgoing_headers())
     outcome = RemoteOutcome(task_id=task_id, state="", context_id=context_id)
     async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=None)) as http:
         try:

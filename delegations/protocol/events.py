@@ -22,7 +22,7 @@ from .lifecycle import RunState
 class EventType(StrEnum):
     STATE = "state"              # {"state": "WORKING", "previous": "ACCEPTED", ...}
     TEXT = "text"                # {"delta": "..."}  streamed model text
-    MODEL_CALL = "model_call"    # {"iteration", "model", "input_tokens", "output_tokens", "cost_usd", "duration_ms"}
+    MODEL_CALL = "model_call"    # {"iteration", "model", "input_tokens", "output_tokens", "cost_usd", "duration_ms", "tool_calls", "finish_reason"}
     TOOL_CALL = "tool_call"      # {"id", "name", "arguments"}
     TOOL_RESULT = "tool_result"  # {"id", "name", "ok", "result" | "error"}
     CHILD = "child"              # {"child_run_id", "label", "packet", "depth", "session_key", "budget", "capabilities"}

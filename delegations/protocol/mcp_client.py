@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ErrorCode, ProtocolError
 from .redaction import Redactor
 from .tools import RuntimeTool, ToolContext
+from .trace_context import outgoing_headers
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -186,7 +187,9 @@ class McpTools:
             listing = _listings.get(server)
             connected = listing.connected if listing is not None else None
             async with self._client(server, self.result_max_bytes, connected) as client:
-                result = await client.call_tool(tool, arguments)
+                # MCP carries W3C trace context in the request's _meta
+                traced = outgoing_headers()
+                result = await client.call_tool(tool, arguments, meta=traced or None)  # type: ignore[arg-type]
         except Exception as exc:
             raise _failure(server.name, tool, self._reason(server, exc)) from None
         scrub = self._redactor(server)

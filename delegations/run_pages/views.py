@@ -29,6 +29,7 @@ from delegations.run_pages import snapshot as run_snapshot
 from delegations.run_pages.forms import MessageForm, RetryForm, RunFilterForm, RunStartForm
 from delegations.run_pages.replay import replay_events
 from delegations.run_pages.timeline_filter import TimelineFilter
+from delegations.runs import traces
 from delegations.runs.workflows import RunError, run_cancel, run_create, run_retry, run_send_message
 from skills.models import Skill
 
@@ -211,6 +212,9 @@ def _detail_context(request: HttpRequest, run: Run, **snapshot_options: Any) -> 
         "live_url": reverse("delegations:run_live", args=[run.pk]),
         "websocket_path": f"/ws/runs/{run.pk}/", "inbox_url": reverse("delegations:inbox"),
     })
+    trace_id = traces.trace_id_of(run)
+    context.update({"trace_id": trace_id, "trace_url": traces.trace_url(trace_id),
+                    "traces_enabled": traces.enabled()})
     return context
 
 
@@ -286,6 +290,21 @@ def run_cancel_view(request: HttpRequest, run_id: str) -> HttpResponse:
         else:
             messages.info(request, f"Cancelling{name}: the worker stops the run and its subagents "
                                    f"within a second{parent_note}.")
+    return redirect(_back_url(request, run))
+
+
+@require_POST
+def run_trace_export_view(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Send the run's finished tree to the trace collector again (as ``export_traces``)."""
+    run = _get_run_for_user(request, run_id, to_act=True)
+    root = Run.objects.get(pk=run.root_run_id)
+    if not traces.enabled():
+        messages.error(request, "Tracing is off on this server (no OTEL_EXPORTER_OTLP_ENDPOINT).")
+    elif not root.is_terminal:
+        messages.error(request, "The run tree has not ended; its trace is sent when it ends.")
+    else:
+        traces.exporter().submit(root.pk)
+        messages.success(request, f"The trace {traces.trace_id_of(root)} is on its way to the collector.")
     return redirect(_back_url(request, run))
 
 

@@ -226,7 +226,8 @@ def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]
     packet is invalid (with every issue), names a skill or version the registry lacks,
     has input_data the skill's input_schema refuses, or the adapter is unknown or
     misconfigured; a packet with lint errors becomes a REJECTED run whose findings are in
-    the response."""
+    the response. A W3C ``traceparent`` header makes the run tree continue the caller's
+    trace (a malformed one is ignored)."""
     if not can_compose(request.user):
         raise PermissionDenied("Starting runs needs the composer role.")
     if (body.packet is None) == (body.delegation_id is None):
@@ -246,7 +247,7 @@ def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]
     adapter = body.adapter
     run = run_create(packet=packet, adapter=adapter.name if adapter else None,
                      config=adapter.config if adapter else None, owner=request.user,
-                     delegation=delegation)
+                     delegation=delegation, traceparent=request.headers.get("traceparent", ""))
     return Status(201, run_detail(run))
 
 

@@ -422,7 +422,7 @@ def _child_row(parent: Run, data: dict[str, Any], runs: dict[str, Run],
         adapter_config=child_config if isinstance(child_config, dict) else config,
         capabilities=list(data.get("capabilities") or []), budget=dict(data.get("budget") or {}),
         timeout_s=packet.get("timeout_s"), cleanup=parent.cleanup, attempt=parent.attempt,
-        allocated_at=timezone.now())
+        allocated_at=timezone.now(), traceparent=parent.trace.traceparent)
 
 
 def _apply(run: Run, item: PendingEvent, runs: dict[str, Run], known: dict[str, list[str]],

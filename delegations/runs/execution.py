@@ -123,11 +123,15 @@ class Execution:
                 "code": ErrorCode.TOOL_FAILURE.value,
                 "message": f"The model adapter could not be set up: {exc.message}"})
             return RunState.FAILED.value
+        # the tree's calls carry its trace context when it is traced: by this server, or by
+        # the caller whose request started it
+        trace = run.trace if settings.HANDOFF_TRACES_ENABLED or run.traceparent else None
         if self._resume:
-            work = self.runner.resume(run.pk, adapter=adapter)
+            work = self.runner.resume(run.pk, adapter=adapter, trace=trace)
         else:
             workspace = settings.HANDOFF_WORKSPACE_ROOT / run.pk
-            work = self.runner.start(run.packet, adapter=adapter, run_id=run.pk, workspace=workspace)
+            work = self.runner.start(run.packet, adapter=adapter, run_id=run.pk, workspace=workspace,
+                                     trace=trace)
         self._resume = True  # from here on the tree has a checkpoint
         main = asyncio.ensure_future(work)
         lost = asyncio.ensure_future(self._lease_lost.wait())

@@ -21,6 +21,7 @@ from django.utils import timezone
 from delegations.models import Approval, Run
 from delegations.models.runs import LANE_STATES
 from delegations.protocol.lifecycle import RunState
+from delegations.runs import traces
 from delegations.runs.execution import execute
 
 
@@ -35,6 +36,9 @@ def execute_run(run_id: str) -> str:
         return execute(run_id, wait=not long_lived, on_finished=after_execution)
     finally:
         close_old_connections()
+        if settings.HANDOFF_TASK_BACKEND == "rq":
+            # a work horse ends with its job, without exit hooks: its tree's trace goes first
+            traces.flush_at_exit()
 
 
 def enqueue_run(run_id: str) -> None:

@@ -7,7 +7,8 @@ which all read what was stored, never hold one. :class:`SecretsLogFilter` does t
 for log lines. The secrets are the values of: the environment variables the model
 endpoints name for their keys, ``HANDOFF_SECRET_ENV_VARS``, the MCP servers' secrets
 (every ``HANDOFF_MCP_SECRET_*`` variable), the remote A2A agents' (every
-``HANDOFF_A2A_SECRET_*``), ``SECRET_KEY``, and the passwords in ``DATABASE_URL``, ``REDIS_URL``, ``HANDOFF_CACHE_URL`` and the inbox webhook's URL.
+``HANDOFF_A2A_SECRET_*``), ``SECRET_KEY``, the header values sent to the trace collector
+(``OTEL_EXPORTER_OTLP_HEADERS``: a vendor's API key), and the passwords in ``DATABASE_URL``, ``REDIS_URL``, ``HANDOFF_CACHE_URL`` and the inbox webhook's URL.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def secret_values() -> tuple[str, ...]:
                  if name.startswith((SECRET_ENV_PREFIX, A2A_SECRET_ENV_PREFIX)))
     values = [os.environ.get(name) for name in sorted(names)]
     values.append(settings.SECRET_KEY)
+    values += settings.HANDOFF_OTLP_HEADER_SECRETS
     values += [database.get("PASSWORD") for database in settings.DATABASES.values()]
     values += [_url_password(url) for url in (settings.REDIS_URL, settings.CACHE_URL,
                                               settings.HANDOFF_INBOX_WEBHOOK_URL) if url]

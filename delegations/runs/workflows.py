@@ -22,6 +22,7 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.lint import rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.sessions import session_key
+from delegations.protocol.trace_context import parse_traceparent
 from delegations.refusals import Refusal
 from delegations.runs.cancelling import end_cancelled
 from delegations.runs.lint import LintReport, lint_as_run
@@ -86,10 +87,15 @@ def _adapter(name: str, config: dict[str, Any] | None) -> ModelAdapter:
     return make_adapter(name, adapter_config(name, config))
 
 
+def _continued(traceparent: str) -> str:
+    context = parse_traceparent(traceparent)
+    return context.traceparent if context is not None else ""
+
+
 def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | None = None,
                config: dict[str, Any] | None = None, owner: Any = None,
                delegation: Delegation | None = None, retry_of: Run | None = None,
-               start: bool = True, linted: LintReport | None = None) -> Run:
+               start: bool = True, linted: LintReport | None = None, traceparent: str = "") -> Run:
     """Create a root run. Raises ProtocolError (ERR_INVALID_PACKET with every issue, among
     them a skill the registry lacks or input its input_schema refuses, or
     ERR_INVALID_ADAPTER_CONFIG naming the adapter) for unusable input, before anything is
@@ -100,7 +106,10 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     otherwise the run waits in PENDING for a slot in its owner's lane (``start=False``: for
     a caller that runs it itself), unless too many runs wait already (RunError 429, with
     how many and when to try again; nothing is written). ``linted``: the caller's own
-    :func:`lint_as_run` report of this same ``packet``, so a request lints it once."""
+    :func:`lint_as_run` report of this same ``packet``, so a request lints it once.
+    ``traceparent``: the W3C header of the request that asked for the run, whose trace the
+    run tree continues (a malformed one is ignored, as the spec says: the tree starts a
+    trace of its own)."""
     parsed = parse_packet(packet)
     report = linted if linted is not None else lint_as_run(parsed)
     parsed = _pinned(parsed, report)
@@ -120,7 +129,7 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
         timeout_s=parsed.timeout_s, cleanup=parsed.cleanup, attempt=parsed.attempt,
         previous_failure=(parsed.previous_failure.model_dump(mode="json")
                           if parsed.previous_failure is not None else None),
-        retry_of=retry_of, findings=findings,
+        retry_of=retry_of, findings=findings, traceparent=_continued(traceparent),
         # a run its caller executes itself never waits in the lane
         allocated_at=None if start else timezone.now())
     with transaction.atomic():

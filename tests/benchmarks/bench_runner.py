@@ -18,6 +18,8 @@ Every root result is checked: the number of ``answer: 42`` results must equal th
 of leaves.
 
 Run from the project root: ``.venv/bin/python tests/benchmarks/bench_runner.py``
+(``--with-trace-context``: also every workload with each tree traced, interleaved with the
+untraced runs in the same sitting).
 """
 import asyncio
 import gc
@@ -39,7 +41,8 @@ from delegations.protocol.checkpoints import MemoryCheckpointStore
 from delegations.protocol.events import MemorySink
 from delegations.protocol.lifecycle import RunState
 from delegations.protocol.packet import parse_packet
-from delegations.protocol.runner import Runner, RunnerSettings
+from delegations.protocol.runner import Runner, RunnerSettings, new_run_id
+from delegations.protocol.trace_context import TraceContext, run_span_id
 
 FRAMEWORK, PACKAGES = "handoff", ("pydantic", "jsonschema")
 VARIANT = "runner+memory_sink"
@@ -68,7 +71,7 @@ def build(depth, branching, name="root"):
             "children": {k: build(depth - 1, branching, k) for k in kids}}
 
 
-def runner(depth, branching):
+def runner(depth, branching, traced=False):
     adapter = ScriptedAdapter(build(depth, branching))   # config checked once; replayed per run
     packet = parse_packet({
         "goal": "Coordinate the subagents and gather their answers",
@@ -81,7 +84,11 @@ def runner(depth, branching):
                      settings=RunnerSettings(token_key=b"bench-token-key-0123", workspace_root=workspace))
 
     async def run_one():
-        outcome = await handoff.start(packet, adapter=adapter.replay())
+        run_id = new_run_id()
+        # --with-trace-context: each tree traced, as a server with a collector runs it (its
+        # calls carry the trace context; the export itself is the event log's, not the runner's)
+        trace = TraceContext(run_id, run_span_id(run_id)) if traced else None
+        outcome = await handoff.start(packet, adapter=adapter.replay(), run_id=run_id, trace=trace)
         assert outcome.state is RunState.COMPLETE, outcome.error
         got = count_answers(outcome.result.output_payload)
         assert got == branching ** depth, got
@@ -137,6 +144,8 @@ def emit(variant, workload, lat, wall):
 async def main():
     for workload, (depth, branching, *_) in WORKLOADS.items():
         variants = {VARIANT: (lambda: None, runner(depth, branching))}
+        if "--with-trace-context" in sys.argv:
+            variants[VARIANT + "+trace_context"] = (lambda: None, runner(depth, branching, traced=True))
         for variant, (lat, wall) in (await interleaved(variants, *WORKLOADS[workload][3:])).items():
             emit(variant, workload, lat, wall)
 

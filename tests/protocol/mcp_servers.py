@@ -21,9 +21,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 @dataclass
 class Seen:
     """What a test server was asked: the JSON-RPC methods, the tools called with their
-    arguments, the Authorization headers."""
+    arguments, the Authorization headers, the trace context in the tool calls' ``_meta``."""
 
     methods: list[str] = field(default_factory=list)
+    traceparents: list[str] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     authorization: list[str] = field(default_factory=list)
 
@@ -84,11 +85,15 @@ class _Recorder:
             message: dict[str, Any] = await receive()
             body = message.get("body") or b""
             try:
-                method = json.loads(body).get("method") if body else None
+                request = json.loads(body) if body else {}
+                method = request.get("method")
             except (ValueError, AttributeError):
-                method = None
+                request, method = {}, None
             if method:
                 self.seen.methods.append(method)
+            if method == "tools/call":
+                meta = (request.get("params") or {}).get("_meta") or {}
+                self.seen.traceparents.append(str(meta.get("traceparent", "")))
             return message
 
         await self.app(scope, recording_receive, send)

@@ -42,6 +42,7 @@ from delegations.protocol.a2a_client import (
     RemoteAgentError,
     delegate,
 )
+from delegations.protocol.trace_context import TraceContext, outgoing
 from tests.services import http_on_loopback
 
 SKILLS = ("answer", "ask", "auth", "fail", "hang", "wrong")
@@ -156,6 +157,21 @@ async def test_an_answer_comes_back_as_the_artifacts_data_with_the_task_id_annou
     assert announced == [outcome.task_id] and outcome.messages == 1
     assert "Pick the cheapest option." in agent.seen[-1]["text"]
     assert agent.seen[-1]["headers"]["authorization"] == f"Bearer {SECRET}"
+
+
+async def test_a_call_made_for_a_traced_run_carries_its_traceparent_and_an_untraced_one_none(remote: Any) -> None:
+    url, agent = remote
+    await delegate(config(url), skill="answer", input_data={"options": ["a"]}, goal="Pick one.",
+                   deadline_s=20, environ=ENV)
+    assert "traceparent" not in agent.seen[-1]["headers"]
+    run = TraceContext("8bf92f3577b34da6a3ce929d0e0e4736", "40f067aa0ba902b7")
+    token = outgoing.set(run)
+    try:
+        await delegate(config(url), skill="answer", input_data={"options": ["a"]}, goal="Pick one.",
+                       deadline_s=20, environ=ENV)
+    finally:
+        outgoing.reset(token)
+    assert agent.seen[-1]["headers"]["traceparent"] == run.traceparent
 
 
 @pytest.mark.parametrize(("skill", "state", "says"), [

@@ -1,6 +1,6 @@
 """Redaction at the boundary: a secret a model or a tool repeats is replaced before anything
-is stored, so no event, result, checkpoint, export, page, admin page, websocket frame or log
-line holds it."""
+is stored, so no event, result, checkpoint, export, trace, page, admin page, websocket frame
+or log line holds it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.test import Client
+from django.test import Client, override_settings
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from delegations.live.routing import websocket_urlpatterns
 from delegations.models import ImportedRun, Run, RunCheckpoint, RunCheckpointPart, RunEvent
@@ -24,6 +25,7 @@ from delegations.runs.database_thread import DatabaseThread
 from delegations.runs.export import run_export, run_import
 from delegations.runs.redaction import SecretsLogFilter
 from delegations.runs.sink import DjangoEventSink
+from delegations.runs.trace_export import TraceExporter
 from tests.conftest import bearer
 from tests.delegations import scripts
 from tests.delegations.runs.test_run_pages import make_run
@@ -105,6 +107,7 @@ def _everything_about(root: Run, viewer: Any, admin_user: Any, caplog: Any) -> d
         "websocket": "\n".join(async_to_sync(_frames)(viewer, root.pk)),
         "logs": "\n".join(record.getMessage() for record in caplog.records),
     }
+    seen["trace"] = _trace_of(root)
     export = owner.get(f"/api/runs/{root.pk}/export", headers=api)
     seen["export"] = b"".join(export.streaming_content).decode()  # type: ignore[attr-defined]
     pages = [f"/runs/{root.pk}/replay/", "/runs/", f"/api/runs/{root.pk}/tree"]
@@ -120,6 +123,21 @@ def _everything_about(root: Run, viewer: Any, admin_user: Any, caplog: Any) -> d
         assert response.status_code == 200, path
         seen[path] = response.content.decode()
     return seen
+
+
+def _trace_of(root: Run) -> str:
+    """Everything the trace exporter would send of the tree, prompts and outputs included
+    (content capture on), as text."""
+    with override_settings(HANDOFF_TRACE_CAPTURE_CONTENT=True):
+        memory = InMemorySpanExporter()
+        exporter = TraceExporter(span_exporter=memory)
+        assert exporter.export_now(root.pk) > 0
+        assert exporter.flush(10)
+        exporter.shutdown()
+    return json.dumps([{"name": span.name, "attributes": dict(span.attributes or {}),
+                        "status": span.status.description,
+                        "events": [dict(event.attributes or {}) for event in span.events]}
+                       for span in memory.get_finished_spans()], default=str)
 
 
 def _leaks(seen: dict[str, str], secrets: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -140,6 +158,7 @@ def test_a_secret_a_scripted_model_or_a_tool_repeats_is_stored_and_shown_nowhere
     assert root.state == "COMPLETE" and Run.objects.get(parent=root).state == "COMPLETE", root.error
     seen = _everything_about(root, composer, admin_user, caplog)
     assert "notes-[redacted].txt" in seen["events"] and "The key is [redacted]" in seen["events"]
+    assert "The key is [redacted]" in seen["trace"]   # the trace carried the content, redacted
     assert _leaks(seen, planted) == []
 
 
@@ -210,3 +229,16 @@ def test_the_redactor_replaces_secrets_at_any_depth_and_leaves_short_values() ->
         "a": ["x[redacted]y", 3], REDACTED: None, "b": "short"}
     assert redactor.in_json(json.dumps({"k": API_KEY})) and not redactor.in_json('{"k": "short"}')
     assert redactor.stream("it is sk-plan") == ("it is ", "sk-plan")
+
+
+def test_the_trace_collectors_header_value_is_a_secret_as_well(settings: Any, composer: Any) -> None:
+    collector_key = "hcaik_planted-collector-key-0123456789"
+    settings.HANDOFF_OTLP_HEADER_SECRETS = [collector_key]
+    run = make_run(composer, state="WORKING")
+    db = DatabaseThread()
+    try:
+        asyncio.run(_stream(DjangoEventSink(db), run.pk, [f"the collector key is {collector_key}"]))
+    finally:
+        db.close()
+    stored = "".join(e.data["delta"] for e in RunEvent.objects.filter(run=run, type="text"))
+    assert stored == "the collector key is [redacted]"

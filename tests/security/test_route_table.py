@@ -107,6 +107,8 @@ PAGES = {
     "POST delegations:run_message":         "302 404 404 404 302 302",
     "GET delegations:run_retry":            "302 405 405 405 405 405",
     "POST delegations:run_retry":           "302 404 404 404 302 302",
+    "GET delegations:run_trace_export":     "302 405 405 405 405 405",
+    "POST delegations:run_trace_export":    "302 404 404 404 302 302",
     "GET delegations:run_compare":          "302 404 404 200 200 200",
     "POST delegations:run_compare":         "302 405 405 405 405 405",
     "GET delegations:inbox":                "302 200 200 200 200 200",

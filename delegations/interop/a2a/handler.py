@@ -59,13 +59,16 @@ def caller(context: ServerCallContext) -> tuple[Any, str]:
     return context.state["django_user"], context.state["base_url"]
 
 
-async def task_sent(params: SendMessageRequest, user: Any) -> str:
-    """The task a send starts or continues, with the push notification config it names."""
+async def task_sent(params: SendMessageRequest, context: ServerCallContext) -> str:
+    """The task a send starts or continues, with the push notification config it names; a
+    new task's run tree continues the trace of the request's ``traceparent``."""
+    user, _ = caller(context)
     push = None
     if params.configuration.HasField("task_push_notification_config"):
         push = params.configuration.task_push_notification_config
         await check_config(push)   # before anything is written
-    return await sync_to_async(workflows.task_send)(params.message, user, push)
+    traceparent = str(context.state.get("headers", {}).get("traceparent", ""))
+    return await sync_to_async(workflows.task_send)(params.message, user, push, traceparent)
 
 
 class HandoffRequestHandler(RequestHandler):
@@ -79,7 +82,7 @@ class HandoffRequestHandler(RequestHandler):
         HTTP request (and a proxy's timeout) for minutes: a task still working is followed
         with GetTask or SubscribeToTask. ``returnImmediately`` answers at once."""
         user, base_url = caller(context)
-        run_id = await task_sent(params, user)
+        run_id = await task_sent(params, context)
         audit.info("a2a SendMessage by %s task=%s", user.get_username(), run_id)
         if not params.configuration.return_immediately:
             async for _ in self._follow(run_id, 0, base_url, max_wait_s=settings.HANDOFF_A2A_SEND_WAIT_S):
@@ -89,7 +92,7 @@ class HandoffRequestHandler(RequestHandler):
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Event]:
         user, base_url = caller(context)
-        run_id = await task_sent(params, user)
+        run_id = await task_sent(params, context)
         audit.info("a2a SendStreamingMessage by %s task=%s", user.get_username(), run_id)
         async for event in self._snapshot_then_events(run_id, base_url):
             yield event

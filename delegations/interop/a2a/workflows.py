@@ -112,15 +112,16 @@ def _refused(exc: Refusal) -> Exception:
     return InvalidRequestError(exc.message, data=exc.details or None)
 
 
-def task_start(message: Message, user: Any) -> str:
+def task_start(message: Message, user: Any, traceparent: str = "") -> str:
     """A new task: the message's packet through ``run_create`` (lint, schemas, budgets), queued
-    for the workers. Nothing is written when the packet cannot be used."""
+    for the workers. Nothing is written when the packet cannot be used. ``traceparent``: the
+    request's W3C header, whose trace the task's run tree continues."""
     if not can_compose(user):
         raise InvalidRequestError(f"Starting tasks needs the composer role, which "
                                   f"{user.get_username()} does not have.")
     packet, adapter = packet_from_message(message)
     try:
-        run = run_create(packet=_with_context(packet, message), owner=user,
+        run = run_create(packet=_with_context(packet, message), owner=user, traceparent=traceparent,
                          adapter=str(adapter["name"]) if adapter.get("name") else None,
                          config=adapter.get("config") if isinstance(adapter.get("config"), dict) else None)
     except ProtocolError as exc:
@@ -157,11 +158,13 @@ def task_continue(message: Message, user: Any) -> str:
     return str(run.pk)
 
 
-def task_send(message: Message, user: Any, push: TaskPushNotificationConfig | None) -> str:
+def task_send(message: Message, user: Any, push: TaskPushNotificationConfig | None,
+              traceparent: str = "") -> str:
     """A new task or a message on one, and the push notification config the send names
     (checked already), stored in the same transaction: the task's first change finds it."""
     with transaction.atomic():
-        task_id = task_continue(message, user) if message.task_id else task_start(message, user)
+        task_id = (task_continue(message, user) if message.task_id
+                   else task_start(message, user, traceparent))
         if push is not None:
             config_save(user, normalize_push_notification_config(task_id, push))
     return task_id

@@ -11,6 +11,7 @@ in the inbox decides it. A clarification question is asked through the client
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import msgspec
@@ -190,6 +191,19 @@ def _with_budget(packet: dict[str, Any], budget: dict[str, Any] | None,
     return {**packet, "budget": wanted.as_dict(include_unlimited=False)}
 
 
+def _traceparent(request: HttpRequest) -> str:
+    """The caller's W3C trace context: MCP carries it in the request's ``_meta`` (the MCP
+    SDKs' clients put it there), a plain HTTP client in the ``traceparent`` header."""
+    try:
+        message = json.loads(request.body)
+    except ValueError:
+        message = None
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    carried = meta.get("traceparent") if isinstance(meta, dict) else None
+    return carried if isinstance(carried, str) else request.headers.get("traceparent", "")
+
+
 def _start(request: HttpRequest, params: StartRunParams) -> Run:
     data, delegation = _packet_to_run(request, params)
     report = lint_as_run(data)
@@ -204,7 +218,8 @@ def _start(request: HttpRequest, params: StartRunParams) -> Run:
                         f"warnings too):\n{_issue_lines(issues)}")
     try:
         return run_create(packet=packet, adapter=params.adapter or None, linted=report,
-                          config=params.adapter_config, owner=request.user, delegation=delegation)
+                          config=params.adapter_config, owner=request.user, delegation=delegation,
+                          traceparent=_traceparent(request))
     except ProtocolError as exc:
         issues = [issue.as_dict() for issue in exc.issues] or [{"field": "", "message": exc.message}]
         raise ToolError(f"Not started:\n{_issue_lines(issues)}") from None

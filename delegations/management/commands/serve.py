@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import signal
+import sys
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -54,9 +57,17 @@ class Command(BaseCommand):
             self.stdout.write(f"Embedded worker {worker.worker_id} started.")
         settle_heap()
         self.stdout.write(f"Handoff is serving on http://{host}:{port}/ (Ctrl+C to stop).")
+        # uvicorn stops gracefully on SIGTERM, then raises the signal again with the handler it
+        # found: with Python's default the process died there, before the worker stopped and
+        # before exit hooks ran (the last trees' traces were lost). This one exits properly.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             uvicorn.Server(config).run()
         finally:
             if worker is not None:
                 worker.stop()
                 worker.join(timeout=10)
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    sys.exit(128 + signum)   # the status a shell reports for a process ended by the signal

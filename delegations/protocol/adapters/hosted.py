@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Self
 
 from ..errors import ErrorCode, ProtocolError
+from ..trace_context import outgoing_headers
 from . import config_checks as check
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolSchema, config_error
 from .endpoints import ModelEndpoint
@@ -266,6 +267,9 @@ class HostedAdapter[ClientT](ModelAdapter):
                        tool_choice: str | None = None) -> ModelTurn:
         client = self._client_or_error()
         request = self._request(messages, tools, tool_choice)
+        traced = outgoing_headers()
+        if traced:   # the provider's own tracing continues the run's trace (both SDKs take it)
+            request["extra_headers"] = traced
         streamed = False
 
         async def watched(text: str) -> None:

@@ -102,7 +102,8 @@ class ModelTurns:
         await self.reporter.emit(run.run_id, _MODEL_CALL, {
             "iteration": chat.iteration, "model": model, "input_tokens": turn.input_tokens,
             "output_tokens": turn.output_tokens, "cost_usd": cost,
-            "duration_ms": round(duration_ms, 3), "tool_calls": len(calls)})
+            "duration_ms": round(duration_ms, 3), "tool_calls": len(calls),
+            "finish_reason": turn.finish_reason or ""})
         await self.reporter.save(run)
 
     async def _announce_last_turn(self, run: ActiveRun, limit: str, reason: str) -> None:

@@ -26,6 +26,7 @@ from ..lint import lint_packet
 from ..packet import HandoffPacket, parse_packet
 from ..sessions import new_run_id, session_key
 from ..tools import DELEGATE_TASK, FINISH_WITH_CHILDREN, YIELD_CONTROL
+from ..trace_context import TraceContext, outgoing
 from .acceptance import (
     SkillResolver,
     approval_required,
@@ -92,12 +93,14 @@ class Runner:
                     parent_packet: HandoffPacket | None = None,
                     parent_budget: Budget | None = None,
                     parent_capabilities: list[str] | None = None,
-                    workspace: Path | str | None = None) -> RunOutcome:
+                    workspace: Path | str | None = None,
+                    trace: TraceContext | None = None) -> RunOutcome:
         """Run ``packet`` to a terminal state (or until it parks) and return how it ended.
 
         ``parent_packet`` / ``parent_budget`` / ``parent_capabilities`` bound a run that a
         host starts on behalf of an existing run: the packet is linted against them and its
-        budget and capabilities narrowed to them.
+        budget and capabilities narrowed to them. ``trace``: the root run's span context
+        (its children's follow from it), carried by the calls the tree makes.
         """
         try:
             parsed = parse_packet(packet)    # a HandoffPacket is taken as it is
@@ -107,6 +110,7 @@ class Runner:
             scope = root_scope(parsed, skill, parent_packet=parent_packet, parent_budget=parent_budget,
                                parent_capabilities=parent_capabilities)
         run = ActiveRun(run_id or new_run_id(), None, adapter, scope)
+        run.trace = trace
         run.workspace = str(workspace) if workspace is not None else f"{self._workspace_root}/{run.run_id}"
         accepted = scope.packet
         if accepted is not None:
@@ -115,7 +119,8 @@ class Runner:
             run.session_key = session_key(accepted.agent_id, run.run_id)
         return await self._launch(run)
 
-    async def resume(self, run_id: str, *, adapter: ModelAdapter | None = None) -> RunOutcome:
+    async def resume(self, run_id: str, *, adapter: ModelAdapter | None = None,
+                     trace: TraceContext | None = None) -> RunOutcome:
         """Continue a parked or orphaned run from its last checkpoint.
 
         The whole tree resumes from its root (a child's id resumes its root); the root's
@@ -140,6 +145,7 @@ class Runner:
         adapter = remote_adapter_of(self.remote, checkpoint) or adapter
         run = restore(checkpoint, None, adapter, workspace_root=self._workspace_root,
                       default_timeout_s=self.settings.default_timeout_s)
+        run.trace = trace
         return await self._launch(run)
 
     def cancel(self, run_id: str) -> bool:
@@ -185,6 +191,9 @@ class Runner:
     async def _drive(self, run: ActiveRun) -> RunOutcome:
         """The whole life of one run; returns its outcome and never raises an Exception."""
         lane = run.family.lane
+        # the calls this run makes carry its span context (a child's task has a context of
+        # its own; a root's is its host's task, given back as it was below)
+        traced = outgoing.set(run.trace)
         try:
             if lane is None:
                 await self._live(run)
@@ -194,6 +203,8 @@ class Runner:
         except asyncio.CancelledError:
             # cancelled before it started working (waiting for a concurrency slot)
             await self._report.end(run, RunState.CANCELLED, error=run.cancel_error())
+        finally:
+            outgoing.reset(traced)
         if run.outcome is None:
             # a state the run cannot leave by itself (should not happen): report, never hang
             await self._report.end(run, RunState.FAILED, error={

@@ -22,6 +22,7 @@ from ..errors import ProtocolError
 from ..lifecycle import RunState
 from ..lint import Finding
 from ..packet import HandoffPacket
+from ..trace_context import TraceContext
 from .prompt import failure_text, tool_message_text
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ class ActiveRun:
         "session_key",
         "state",
         "task",
+        "trace",
         "usage",
         "workspace",
     )
@@ -219,6 +221,10 @@ class ActiveRun:
         self.run_id = run_id
         self.parent = parent
         self.root_id: str = parent.root_id if parent is not None else run_id
+        # its span's place in the tree's trace (None: not traced); a root's is the host's,
+        # a child's follows from its parent's
+        self.trace: TraceContext | None = (parent.trace.of_run(run_id) if parent is not None
+                                           and parent.trace is not None else None)
         self.depth = 0
         self.label = ""
         self.session_key = ""

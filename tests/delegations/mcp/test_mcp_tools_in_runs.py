@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from delegations.inbox.decisions import approval_decide
 from delegations.models import Approval, McpServer, RunEvent
+from delegations.protocol.trace_context import run_span_id
 from delegations.runs.export import run_export
 from delegations.runs.workflows import run_create
 from tests.delegations import scripts
@@ -91,3 +92,15 @@ def test_a_disabled_server_offers_nothing(immediate_tasks: None, composer: Any, 
     [result] = [e.data for e in RunEvent.objects.filter(run=run, type="tool_result")]
     assert "There is no tool 'mcp__weather__forecast'" in result["error"]["message"]
     assert seen.methods == []
+
+
+def test_an_mcp_call_of_a_traced_run_carries_the_runs_trace_context_in_its_meta(
+        immediate_tasks: None, composer: Any, approver: Any, weather: Running, seen: Seen) -> None:
+    caller = "00-7bf92f3577b34da6a3ce929d0e0e4736-30f067aa0ba902b7-01"
+    run = run_create(packet=scripts.packet(capabilities=["network_outbound"]), adapter="scripted",
+                     config=calls({"name": "mcp__weather__forecast", "arguments": {"city": "Oslo"}}),
+                     owner=composer, traceparent=caller)
+    approval_decide(approval=Approval.objects.get(run=run), user=approver, decision="approve")
+
+    assert seen.calls == [("forecast", {"city": "Oslo"})]
+    assert seen.traceparents == [f"00-7bf92f3577b34da6a3ce929d0e0e4736-{run_span_id(run.pk)}-01"]

@@ -334,3 +334,17 @@ def test_list_tasks_pages_through_the_callers_tasks(live_url: str, composer_api:
     second = listing(pageSize=2, pageToken=first["nextPageToken"])
     assert len(second["tasks"]) == 1 and not second.get("nextPageToken")
     assert {t["id"] for t in first["tasks"]}.isdisjoint(t["id"] for t in second["tasks"])
+
+
+async def test_a_task_continues_the_trace_of_the_request_that_sent_it(
+        live_url: str, composer_api: dict[str, str]) -> None:
+    from asgiref.sync import sync_to_async
+
+    from delegations.models import Run
+
+    caller = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01"
+    async with a2a_client(live_url, {**composer_api, "traceparent": caller}) as client:
+        events = await collect(client.send_message(request(message(scripts.packet(),
+                                                                   adapter=scripted(scripts.leaf())))))
+    task_id = events[0].task.id
+    assert await sync_to_async(lambda: Run.objects.get(pk=task_id).traceparent)() == caller

@@ -331,3 +331,15 @@ def test_each_skill_is_a_tool_whose_hints_follow_what_its_runs_may_do(site: dict
     assert started["skill"] == "review-sentiment@1.1.0"
     refused = tool(site["url"], site["composer"], "run_skill.review-sentiment", {"input": {"stars": 5}})
     assert refused.is_error and "review" in text(refused)
+
+
+def test_a_run_started_over_mcp_continues_the_trace_in_the_requests_meta(site: dict[str, Any]) -> None:
+    caller = "00-6bf92f3577b34da6a3ce929d0e0e4736-20f067aa0ba902b7-01"
+
+    async def job(client: Any) -> mcp_types.CallToolResult:
+        return await client.call_tool("start_run", {
+            "skill": "review-sentiment", "input": REVIEW, "adapter": "scripted",
+            "adapter_config": scripts.leaf(SENTIMENT)}, meta={"traceparent": caller})
+
+    started = structured(call(site["url"], site["composer"], job))
+    assert Run.objects.get(pk=started["run_id"]).traceparent == caller
