@@ -46,7 +46,6 @@ import re
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,6 +55,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from tests.benchmarks.load_probe import EmbeddedServer, django_on  # noqa: E402
 
 YIELD = {"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": {"answer": 42}}}
 
@@ -256,59 +257,24 @@ async def open_viewer(port: int, path: str, cookie: str, root_id: str) -> Viewer
 
 # -- the server under test --------------------------------------------------------------------
 
-class Server:
+class Server(EmbeddedServer):
+    """The embedded server (load_probe.py's) with this process's environment besides (the
+    traces benchmark names its collector there) and a lane wide enough for the burst."""
+
     def __init__(self, data_dir: Path, lane: int) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        self.env = {**os.environ, "HANDOFF_DATA_DIR": str(data_dir),
-                    "DATABASE_URL": f"sqlite:///{data_dir / 'bench.sqlite3'}",
-                    "HANDOFF_TASK_BACKEND": "db", "HANDOFF_EMBEDDED_WORKER": "1",
-                    "HANDOFF_LANE_SIZE": str(lane), "LOG_LEVEL": "WARNING",
-                    "SECRET_KEY": "bench-secret-key-not-for-production",
-                    "DJANGO_SETTINGS_MODULE": "handoff_site.settings"}
-        self.log = (data_dir / "server.log").open("w")
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=self.env,
-                       check=True)
-        self.process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port)],
-                                        cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        import httpx
-
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/api/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError(f"the server did not start; see {self.log.name}")
+        inherited = {key: value for key, value in os.environ.items()
+                     if key not in ("DATABASE_URL", "REDIS_URL", "HANDOFF_DATA_DIR")}
+        super().__init__(data_dir, {**inherited, "HANDOFF_LANE_SIZE": str(lane)})
 
     @property
     def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.log.close()
+        return self.pids[0]
 
 
 def setup_django(env: dict[str, str]) -> tuple[str, str]:
     """Configure Django in this process on the server's database; returns a bearer header
     value and a session cookie for a composer."""
-    for key in ("HANDOFF_DATA_DIR", "DATABASE_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE", "LOG_LEVEL"):
-        os.environ[key] = env[key]
-    import django
-
-    django.setup()
+    django_on(env)
     from django.contrib.auth.models import Group, User
     from django.test import Client
 

@@ -177,8 +177,9 @@ def expire_lease(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
 
-@pytest.mark.services
-def test_a_run_whose_worker_died_is_resumed_from_its_checkpoint(immediate_tasks: None, composer: Any) -> None:
+def run_whose_worker_dies(owner: Any) -> Run:
+    """A run that writes a note, then its worker 'dies' during its second model call (the
+    immediate backend runs it in the caller)."""
     register_adapter(CrashOnceAdapter)
     CrashOnceAdapter.crashed = False
     config = {"script": [
@@ -186,8 +187,14 @@ def test_a_run_whose_worker_died_is_resumed_from_its_checkpoint(immediate_tasks:
             "edits": "notes.txt\n<<<<<<< SEARCH\n=======\nfirst line\n>>>>>>> REPLACE\n"}}]},
         scripts.yield_turn()]}
     run = run_create(packet=scripts.packet(capabilities=["fs_write"]), adapter="crash-once",
-                     config=config, owner=composer)
+                     config=config, owner=owner)
     assert CrashOnceAdapter.crashed
+    return run
+
+
+@pytest.mark.services
+def test_a_run_whose_worker_died_is_resumed_from_its_checkpoint(immediate_tasks: None, composer: Any) -> None:
+    run = run_whose_worker_dies(composer)
     run.refresh_from_db()
     assert run.state == "WORKING" and run.lease_owner  # the dead worker still "holds" it
     # the checkpoint holds the first turn and its tool result

@@ -18,7 +18,6 @@ from opentelemetry.trace import StatusCode
 
 from delegations.inbox.decisions import approval_decide
 from delegations.models import Approval, Run, RunEvent
-from delegations.protocol.adapters import register_adapter
 from delegations.protocol.trace_context import run_span_id
 from delegations.runs import traces
 from delegations.runs.maintenance import sweep_runs
@@ -27,7 +26,7 @@ from delegations.runs.trace_spans import nanoseconds
 from delegations.runs.workflows import run_create
 from tests.conftest import bearer
 from tests.delegations import scripts
-from tests.delegations.runs.test_execution import CrashOnceAdapter, expire_lease
+from tests.delegations.runs.test_execution import expire_lease, run_whose_worker_dies
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -136,15 +135,8 @@ def test_a_run_that_waited_for_approval_shows_the_wait_who_decided_and_how_long(
 
 def test_a_run_resumed_after_its_worker_died_is_one_trace_with_nothing_doubled(
         collector: InMemorySpanExporter, immediate_tasks: None, composer: Any) -> None:
-    register_adapter(CrashOnceAdapter)
-    CrashOnceAdapter.crashed = False
-    config = {"script": [
-        {"text": "Writing notes.", "tool_calls": [{"name": "apply_edit", "arguments": {
-            "edits": "notes.txt\n<<<<<<< SEARCH\n=======\nfirst line\n>>>>>>> REPLACE\n"}}]},
-        scripts.yield_turn()]}
-    run = run_create(packet=scripts.packet(capabilities=["fs_write"]), adapter="crash-once",
-                     config=config, owner=composer)
-    assert CrashOnceAdapter.crashed and Run.objects.get(pk=run.pk).state == "WORKING"
+    run = run_whose_worker_dies(composer)
+    assert Run.objects.get(pk=run.pk).state == "WORKING"
     expire_lease(run)
     assert sweep_runs()["resumed"] == [run.pk]
     run.refresh_from_db()
