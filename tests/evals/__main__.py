@@ -31,6 +31,9 @@ from delegations.protocol.adapters.local_models import (  # noqa: E402
 )
 from tests.evals.harness import (  # noqa: E402
     PATHS,
+    RIGHT,
+    VISIBLE,
+    WRONG_ALL_MET,
     CaseResult,
     ModelReport,
     case_table,
@@ -39,10 +42,14 @@ from tests.evals.harness import (  # noqa: E402
     summary_table,
 )
 
+_MARKS = {RIGHT: "right", WRONG_ALL_MET: "WRONG", VISIBLE: "shown"}
+
 
 def _print_result(result: CaseResult) -> None:
-    mark = "pass" if result.passed else "FAIL"
-    line = f"  {mark}  {result.path:<8} {result.case.id:<24} {result.wall_seconds:5.2f} s  {result.state}"
+    mark = "review" if result.reviewed else _MARKS[result.verdict]
+    line = f"  {mark:<6} {result.path:<8} {result.case.id:<24} {result.wall_seconds:5.2f} s  {result.state}"
+    if result.payload is not None:
+        line += f"  {json.dumps(result.payload, ensure_ascii=False)[:120]}"
     if not result.passed:
         line += f"  ({result.why})"
     print(line, flush=True)
@@ -92,11 +99,15 @@ def main() -> int:
     print(summary_table(reports))
     print()
     print(case_table(reports))
-    print(f"\n(default for the local adapter: {DEFAULT_LOCAL_MODEL}; ✓ every criterion met, "
-          "· schema-valid only, ✗ neither)")
+    print(f"\n(default for the local adapter: {DEFAULT_LOCAL_MODEL}; ✓ right, ✗ wrong but shown as "
+          "all met, ? sent for review, · visibly failed)")
     if args.json:
         for report in reports:
             print(json.dumps({"model": report.model, "path": report.path, "passed": report.passed,
+                              "right_original": report.count(RIGHT, fresh=False),
+                              "right_fresh": report.count(RIGHT, fresh=True),
+                              "wrong_shown_all_met": report.count(WRONG_ALL_MET),
+                              "visible": report.count(VISIBLE), "reviewed": report.reviewed,
                               "schema_valid": report.schema_valid, "cases": len(report.results),
                               "tokens_per_s": round(report.tokens_per_second, 1),
                               "median_wall_s": round(report.median_wall_seconds, 3),
