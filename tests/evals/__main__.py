@@ -23,7 +23,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "handoff_site.settings")
 django.setup()   # the composer path fills the composer's own form
 
-from delegations.protocol.adapters.local import LocalAdapter  # noqa: E402
+from delegations.protocol.adapters.local import CALIBRATION_WEIGHT, LocalAdapter  # noqa: E402
 from delegations.protocol.adapters.local_models import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
     installed,
@@ -36,6 +36,7 @@ from tests.evals.harness import (  # noqa: E402
     WRONG_ALL_MET,
     CaseResult,
     ModelReport,
+    calibration_table,
     case_table,
     evaluate,
     load_cases,
@@ -101,6 +102,9 @@ def main() -> int:
     print(case_table(reports))
     print(f"\n(default for the local adapter: {DEFAULT_LOCAL_MODEL}; ✓ right, ✗ wrong but shown as "
           "all met, ? sent for review, · visibly failed)")
+    print("\nLabels chosen right by calibration weight (the local adapter uses "
+          f"{CALIBRATION_WEIGHT:g}):\n")
+    print(calibration_table(reports))
     if args.json:
         for report in reports:
             print(json.dumps({"model": report.model, "path": report.path, "passed": report.passed,
@@ -113,6 +117,11 @@ def main() -> int:
                               "median_wall_s": round(report.median_wall_seconds, 3),
                               "load_s": report.load_seconds,
                               "failed": [r.case.id for r in report.results if not r.passed]}))
+            for one in report.results:
+                print(json.dumps({"model": report.model, "path": report.path, "case": one.case.id,
+                                  "verdict": one.verdict, "reviewed": one.reviewed,
+                                  "seconds": round(one.wall_seconds, 3), "payload": one.payload,
+                                  "labels": one.labels}, ensure_ascii=False))
     return 0
 
 

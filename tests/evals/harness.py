@@ -207,6 +207,7 @@ class CaseResult:
     why: str = ""           # what went wrong, in one line, when not passed
     verdict: str = VISIBLE  # RIGHT, WRONG_ALL_MET or VISIBLE
     reviewed: bool = False  # parked for a person's review
+    labels: dict[str, Any] = field(default_factory=dict)   # the adapter's label scores, by field
 
 
 @dataclass(slots=True)
@@ -291,12 +292,14 @@ async def run_case(case: EvalCase, adapter: ModelAdapter, skills: BuiltinSkills,
             why += " (the proposed value is " + ("right)" if judged is not None and not unmet else "wrong)")
     shown = outcome.state is RunState.COMPLETE and shows_all_met(outcome.criteria_report)
     verdict = RIGHT if passed else WRONG_ALL_MET if shown else VISIBLE
+    scored = result if result is not None else _proposed(outcome.parked) if outcome.parked else None
+    labels = dict((scored.metrics.get("labels") or {}) if scored is not None else {})
     return CaseResult(
         case=case, path=path, state=str(outcome.state), passed=passed, schema_valid=schema_valid,
         output_tokens=sum(int(call.get("output_tokens") or 0) for call in calls),
         model_seconds=sum(float(call.get("duration_ms") or 0) for call in calls) / 1000,
         wall_seconds=wall, payload=result.output_payload if result is not None else None,
-        why=why[:200], verdict=verdict, reviewed=outcome.parked is not None)
+        why=why[:200], verdict=verdict, reviewed=outcome.parked is not None, labels=labels)
 
 
 def _proposed(request: ApprovalRequest) -> ResponsePackage | None:
@@ -370,3 +373,35 @@ def case_table(reports: list[ModelReport]) -> str:
         fresh = " (fresh)" if result.case.fresh else ""
         lines.append(f"| {result.case.id}{fresh} | " + " | ".join(marks) + " |")
     return "\n".join(lines)
+
+
+CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def calibration_table(reports: list[ModelReport]) -> str:
+    """How many scored labels with an expected value (an ``equals`` expectation) each
+    calibration weight would choose right, per model and path (Markdown): the measurement
+    the local adapter's ``CALIBRATION_WEIGHT`` is chosen on. Exact for the label itself:
+    the label is chosen before the answer is decoded, from the probabilities recorded."""
+    lines = ["| model | path | labels | " + " | ".join(f"weight {w:g}" for w in CALIBRATION_WEIGHTS) + " |",
+             "|---|---|---|" + "---|" * len(CALIBRATION_WEIGHTS)]
+    for report in reports:
+        right = [0] * len(CALIBRATION_WEIGHTS)
+        total = 0
+        for result in report.results:
+            for expectation in result.case.expect:
+                score = result.labels.get(str(expectation.get("path")))
+                if expectation.get("kind") != "equals" or not isinstance(score, dict) or not score.get("scores"):
+                    continue
+                total += 1
+                for index, weight in enumerate(CALIBRATION_WEIGHTS):
+                    right[index] += _chosen(score["scores"], weight) == expectation.get("value")
+        lines.append(f"| `{report.model}` | {report.path} | {total} | " + " | ".join(map(str, right)) + " |")
+    return "\n".join(lines)
+
+
+def _chosen(scores: list[dict[str, Any]], weight: float) -> Any:
+    def calibrated(entry: dict[str, Any]) -> float:
+        prior = max(float(entry.get("prior", 1.0)), 1e-4)
+        return float(entry["raw_probability"]) / prior ** weight
+    return max(scores, key=calibrated)["value"]
