@@ -83,6 +83,12 @@ def test_the_summary_reads_all_met_only_when_every_field_is_checked() -> None:
     assert report.fields_unchecked == [] and report.summary == "all met"
 
 
+def test_an_optional_field_the_result_leaves_out_is_not_listed() -> None:
+    left_out = ResponsePackage(status="SUCCESS", output_payload={"evidence": "lovely", "sentiment": "positive"})
+    report = evaluate_criteria(left_out, ["`evidence` is present", "`sentiment` is present"], SCHEMA)
+    assert report.fields_unchecked == [] and report.summary == "all met"
+
+
 def test_a_condition_on_a_field_does_not_check_it() -> None:
     report = evaluate_criteria(result(), ['When `sentiment` is "positive", `evidence` is present'], SCHEMA)
     assert "sentiment" in report.fields_unchecked

@@ -25,8 +25,8 @@
   model's own words): met at or above ``min``. A model that gives no probabilities cannot
   meet it: the item says "cannot be checked with this model" (``checkable=False``), so
   the report never reads all met. A value a person set in review is reported as theirs.
-- Every top-level output field (of the expected output schema) that no criterion names is
-  listed in ``fields_unchecked``: the schema alone says a label is one of its values, not
+- Every top-level output field (of the expected output schema) that the result holds and no
+  criterion names is listed in ``fields_unchecked``: the schema alone says a label is one of its values, not
   that it is the right one. The report's ``summary`` reads "all met" only when every
   criterion is met and no field is unchecked ("3 of 3 criteria met · 1 field unchecked").
 - Free text that does not parse is reported with ``met=False, checkable=False`` and a
@@ -554,14 +554,18 @@ def _percent(value: object) -> str:
     return f"{value * 100:.0f} %" if isinstance(value, int | float) and not isinstance(value, bool) else "unknown"
 
 
-def unchecked_fields(criteria: list[Criterion], output_schema: dict[str, Any] | None) -> list[str]:
-    """The output schema's top-level fields that none of ``criteria`` names."""
+def unchecked_fields(criteria: list[Criterion], output_schema: dict[str, Any] | None,
+                     payload: object = None) -> list[str]:
+    """The output schema's top-level fields that the result holds (all of them without a
+    ``payload``) and none of ``criteria`` names: an optional field left out holds nothing
+    to be wrong about."""
     properties = output_schema.get("properties") if isinstance(output_schema, dict) else None
     if not isinstance(properties, dict):
         return []
     named = {output_field(path) for criterion in criteria
              if criterion.kind is not CriterionKind.WORDS_ABSENT and (path := criterion.field_path)}
-    return [name for name in properties if name not in named]
+    held = payload if isinstance(payload, dict) else properties
+    return [name for name in properties if name not in named and name in held]
 
 
 def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, Any]],
@@ -596,4 +600,5 @@ def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, An
             met, detail = False, f"could not be checked: {exc}"
         items.append(CriterionResult(criterion=label, kind=criterion.kind.value, met=met, detail=detail,
                                      checkable=checkable))
-    return CriteriaReport(items=items, fields_unchecked=unchecked_fields(parsed, output_schema))
+    return CriteriaReport(items=items,
+                          fields_unchecked=unchecked_fields(parsed, output_schema, result.output_payload))
