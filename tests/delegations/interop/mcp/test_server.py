@@ -68,7 +68,7 @@ def test_find_and_describe_a_skill(site: dict[str, Any]) -> None:
     described = structured(tool(site["url"], site["composer"], "describe_skill", {"name": "review-sentiment"}))
     assert described["version"] == "1.2.0" and described["versions"] == ["1.2.0", "1.1.0", "1.0.0"]
     assert described["input_schema"]["required"] == ["review"]
-    assert described["examples"][0]["output"]["sentiment"] == "mixed"
+    assert described["examples"][0]["output"]["sentiment"] == "negative"
 
 
 def test_a_built_in_skill_runs_to_a_schema_valid_result(site: dict[str, Any]) -> None:
