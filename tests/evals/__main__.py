@@ -4,6 +4,7 @@
     .venv/bin/python -m tests.evals --models gemma3-270m  # one model
     .venv/bin/python -m tests.evals --cases price-usd,review-mixed --verbose
     .venv/bin/python -m tests.evals --paths composer      # only the composer's packets
+    .venv/bin/python -m tests.evals --threads 1           # on a machine shared with other work
 
 Every case runs on both paths (its minimal packet, and the packet the composer makes of
 it), each with sampling seed = its number, so a run can be repeated. A model whose
@@ -56,14 +57,16 @@ def _print_result(result: CaseResult) -> None:
     print(line, flush=True)
 
 
-async def _evaluate(model: str, cases: list, verbose: bool, paths: list[str]) -> list[ModelReport]:
-    warm = LocalAdapter({"model": model})
+async def _evaluate(model: str, cases: list, verbose: bool, paths: list[str],
+                    threads: int | None = None) -> list[ModelReport]:
+    config = {"model": model, **({"n_threads": threads} if threads else {})}
+    warm = LocalAdapter(config)
     load_seconds = await warm.load()
     print(f"llama.cpp on this CPU: {warm.system_info}", flush=True)  # which kernels ran
     print(f"{model}: loaded in {load_seconds:.1f} s, {len(cases)} cases on {', '.join(paths)}", flush=True)
     reports = []
     for path in paths:
-        report = await evaluate(model, lambda seed: LocalAdapter({"model": model, "seed": seed}),
+        report = await evaluate(model, lambda seed: LocalAdapter({**config, "seed": seed}),
                                 cases, path=path, on_result=_print_result if verbose else None)
         report.load_seconds = load_seconds
         reports.append(report)
@@ -77,6 +80,8 @@ def main() -> int:
     parser.add_argument("--paths", help=f"comma-separated paths (default: {','.join(PATHS)})")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per case")
     parser.add_argument("--json", action="store_true", help="the reports as JSON lines too")
+    parser.add_argument("--threads", type=int, help="the local adapter's n_threads (default: every core; "
+                                                    "1 on a machine shared with other work)")
     args = parser.parse_args()
     names = args.models.split(",") if args.models else [m.name for m in shipped_models()]
     cases = load_cases(only=args.cases.split(",") if args.cases else ())
@@ -92,7 +97,7 @@ def main() -> int:
         if not installed(name):
             print(f"{name}: not installed ({model.install}); skipped", flush=True)
             continue
-        reports.extend(asyncio.run(_evaluate(name, cases, args.verbose, paths)))
+        reports.extend(asyncio.run(_evaluate(name, cases, args.verbose, paths, args.threads)))
     if not reports:
         print("No shipped model is installed: pip install 'handoff[local]'.")
         return 1
