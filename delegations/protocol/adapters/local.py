@@ -30,7 +30,7 @@ How a call runs:
   call): a few hundred new tokens take 0.3-3 s on a busy 2-core machine; a repeated prefix
   is reused from the previous call, so later turns of a run evaluate only what is new. A
   host that does not answer a cancel within ``local_host.CANCEL_GRACE_S`` is killed;
-- at temperature 0 the JSON grammar is checked lazily (``model_host.LazyGrammar``: the
+- at temperature 0 the JSON grammar is checked lazily (``lazy_grammar.LazyGrammar``: the
   greedy token first, the whole vocabulary only when the grammar refuses it);
 - free-form parts of the tool schemas are tightened for the grammar (see
   :func:`bounded_schema`: flat objects, capped strings and arrays) because a 135M model

@@ -6,7 +6,7 @@ over the source: the deterministic automaton of its substrings (a state is the s
 in the text the quote so far could have been copied from; each next character keeps those
 where the text goes on with it). It is written as one right-recursive rule per state and
 spliced into the JSON grammar in place of a placeholder, so the lazy grammar check
-(``model_host.LazyGrammar``) checks it like any other part of the answer.
+(``lazy_grammar.LazyGrammar``) checks it like any other part of the answer.
 
 A quote starts where a word or a token of text starts (after a space, or at a letter or
 digit that follows something else) and ends where a word ends, so it is never half a
