@@ -82,6 +82,10 @@ def test_a_built_in_skill_runs_to_a_schema_valid_result(site: dict[str, Any]) ->
     jsonschema.validate(ended["result"]["output_payload"], schema)
     assert ended["result"]["output_payload"] == SENTIMENT
     assert Run.objects.get(pk=started["run_id"]).owner == site["composer_user"]
+    # a scripted model gives no probabilities: its sentiment is not shown as checked
+    report = ended["criteria_report"]
+    assert report["summary"] == "1 of 2 criteria met" and "cannot be checked with this model" in \
+        report["items"][1]["detail"]
 
 
 def test_a_run_that_needs_the_network_parks_until_an_approver_decides_in_the_inbox(site: dict[str, Any]) -> None:
