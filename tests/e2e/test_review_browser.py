@@ -31,7 +31,8 @@ UNSURE = {"sentiment": {"value": "positive", "probability": 0.52, "calibrated": 
 
 
 def start(live_url: str, owner: Any, adapter: dict[str, Any]) -> str:
-    packet = {"skill": "review-sentiment", "goal": "Classify the review.", "input_data": {"review": REVIEW},
+    packet = {"skill": "review-sentiment", "label": "blender review", "goal": "Classify the review.",
+              "input_data": {"review": REVIEW},
               "success_criteria": [{"kind": "confident", "path": "sentiment", "min": 0.99}], "timeout_s": 240}
     answer = httpx.post(f"{live_url}/api/runs", headers=bearer(owner), timeout=30,
                         json={"packet": packet, "adapter": adapter})
