@@ -17,6 +17,7 @@ from delegations.protocol.packet import parse_packet
 from delegations.protocol.runner.acceptance import merge_skill
 from tests.evals.harness import (
     PATHS,
+    VISIBLE,
     WRONG_ALL_MET,
     BuiltinSkills,
     EvalCase,
@@ -80,10 +81,20 @@ def answering(payload: dict[str, Any]) -> ScriptedAdapter:
     return ScriptedAdapter({"script": [turn, turn]})
 
 
+def sure(payload: dict[str, Any]) -> ScriptedAdapter:
+    """A model that gives ``payload`` and is sure of each of its values (as the local model
+    scores its labels): review-sentiment's and a verifier's confident criteria are met."""
+    scores = {name: {"value": value, "probability": 0.95, "alternatives": []}
+              for name, value in payload.items() if isinstance(value, str | bool)}
+    turn = {"tool_calls": [{"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": payload}}],
+            "label_scores": scores}
+    return ScriptedAdapter({"script": [turn, turn]})
+
+
 def right(case: EvalCase) -> ScriptedAdapter:
     if case.expect_error is not None:
         return ScriptedAdapter({"script": [{"tool_calls": [{"name": "yield_control", "arguments": MISSING}]}]})
-    return answering(RIGHT[case.id])
+    return sure(RIGHT[case.id])
 
 
 def test_there_are_at_least_twelve_cases_each_a_sound_delegation_with_checkable_expectations():
@@ -116,6 +127,19 @@ async def test_right_answers_pass_every_case_on_both_paths_and_the_tables_say_so
     assert f"| {path} | **{original}/{original}** | **{fresh}/{fresh}** | 0 | 0 (0 for review) |" \
         in summary_table([report])
     assert "✗" not in case_table([report]) and "·" not in case_table([report])
+
+
+async def test_a_wrong_label_with_a_right_quote_is_never_shown_as_all_met(tmp_path: Path) -> None:
+    [case] = load_cases(only=["review-battery"])
+    wrong = {"sentiment": "mixed", "evidence": "battery died after two days"}
+    # a model that gives no probabilities: its label cannot be checked, and it says so
+    unscored = await run_case(case, answering(wrong), BuiltinSkills(), tmp_path, "composer")
+    assert unscored.verdict == VISIBLE and unscored.state == "COMPLETE"
+    # one that is unsure: the run waits for a person, and the eval counts it sent for review
+    unsure = ScriptedAdapter({"script": [{**answering(wrong).config["script"][0],
+                                          "label_scores": {"sentiment": {"value": "mixed", "probability": 0.4}}}]})
+    reviewed = await run_case(case, unsure, BuiltinSkills(), tmp_path, "composer")
+    assert reviewed.reviewed and reviewed.verdict == VISIBLE and "the proposed value is wrong" in reviewed.why
 
 
 @pytest.mark.parametrize("path", PATHS)
