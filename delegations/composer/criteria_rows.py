@@ -34,6 +34,8 @@ KIND_PARAMS: dict[str, tuple[str, ...]] = {
     "quoted_from": ("path", "source", "when_path", "when_value"),
     "one_of_input": ("path", "source", "when_path", "when_value"),
     "words_absent": ("words_of", "source", "when_path", "when_value"),
+    # the model chose a label (an enum or boolean field) with at least this probability
+    "confident": ("path", "min"),
 }
 _WHEN = ("when_path", "when_value")
 _FLAGS = ("ignore_case", "min_exclusive", "max_exclusive")

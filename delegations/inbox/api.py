@@ -220,6 +220,11 @@ def grants(approval: Approval) -> list[str]:
                 "With budget_limit: its limits rise to what you set, never above what its "
                 "parent has left.",
                 "Rejecting stops it (ERR_RESOURCE_EXHAUSTED)."]
+    if kind == ApprovalKind.REVIEW:
+        return ["approve confirms the value the model proposes, and the run completes with it.",
+                "edit, with edited_arguments {field: value}, completes it with your value "
+                "instead (checked against the field's schema).",
+                "reject fails the run (ERR_INVALID_RESULT) with your comment."]
     if kind == ApprovalKind.INVALID_RESULT:
         return ["approve keeps the result, marked PARTIAL_COMPLETION, and the run completes.",
                 "retry starts another attempt with a fresh context and the problems as its "
@@ -267,8 +272,8 @@ def get_approval(request: HttpRequest, approval_id: int) -> dict[str, Any]:
 @router.post("/{approval_id}/decision", response=ApprovalOut, summary="Decide an inbox item")
 def decide_approval(request: HttpRequest, approval_id: int, body: DecisionIn) -> dict[str, Any]:
     """approve | reject (a comment is required) | answer (a clarification) | edit (new tool
-    call arguments, checked against the tool's schema) | retry (an invalid result), as the
-    kind allows; ``always_allow`` and ``budget_limit`` ride on approve. The parked run
+    call arguments, checked against the tool's schema; for a review, the corrected values
+    ``{field: value}``) | retry (an invalid result), as the kind allows; ``always_allow`` and ``budget_limit`` ride on approve. The parked run
     resumes from its checkpoint."""
     approval = _visible_approval(request, approval_id)
     decided = approval_decide(approval=approval, user=request.user, decision=body.decision,

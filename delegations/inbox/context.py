@@ -54,6 +54,7 @@ KIND_LABELS = {
     "budget": "Budget threshold",
     "clarification": "Question for a person",
     "invalid_result": "Result failed validation",
+    "review": "Value to review",
 }
 
 
@@ -262,7 +263,7 @@ def _context(approval: Approval, known: dict[str, Run], activity: list[dict[str,
         "readable": isinstance(approval.payload, dict),
         "tool": "", "capability": "", "capability_description": "", "arguments": None,
         "argument_rows": [], "arguments_json": "", "questions": [], "reason": "",
-        "grants": [], "rejecting": "", "always_allow": "", "budget_ask": None,
+        "grants": [], "rejecting": "", "always_allow": "", "budget_ask": None, "review": None,
     }
     describe = _DESCRIBERS.get(approval.kind, _unknown)
     describe(context, payload, who, parent)
@@ -362,6 +363,49 @@ def _invalid_result(context: dict[str, Any], payload: dict[str, Any], who: str, 
     context["rejecting"] = "Fail ends the run FAILED with ERR_INVALID_RESULT."
 
 
+def _percent(value: Any) -> str:
+    return f"{value * 100:.0f} %" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def review_view(payload: dict[str, Any]) -> dict[str, Any]:
+    """A review item as a person reads it: the input, and per field the value the model
+    proposes with its probability, the alternatives with theirs, and the values a
+    correction may take (the schema's choices; free text when it has none)."""
+    fields = []
+    for entry in payload.get("fields") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("field"), str):
+            continue
+        proposed = entry.get("proposed")
+        alternatives = [{"value": _shown(alt.get("value")), "probability": _percent(alt.get("probability"))}
+                        for alt in entry.get("alternatives") or [] if isinstance(alt, dict)]
+        choices = [{"value": _shown(choice), "json": json.dumps({entry["field"]: choice}, ensure_ascii=False),
+                    "proposed": choice == proposed} for choice in entry.get("choices") or []]
+        criteria = [str(item.get("detail") or item.get("criterion") or "")
+                    for item in entry.get("criteria") or [] if isinstance(item, dict)]
+        fields.append({"name": entry["field"], "proposed": _shown(proposed),
+                       "probability": _percent(entry.get("probability")),
+                       "calibrated": bool(entry.get("calibrated")), "alternatives": alternatives,
+                       "choices": choices, "criteria": criteria})
+    inputs = payload.get("input") if isinstance(payload.get("input"), dict) else {}
+    return {"fields": fields, "input_rows": argument_rows(inputs), "goal": str(payload.get("goal") or "")}
+
+
+def _review(context: dict[str, Any], payload: dict[str, Any], who: str, parent: Run | None) -> None:
+    review = review_view(payload)
+    context["review"] = review
+    names = ", ".join(field["name"] for field in review["fields"]) or "the value"
+    context["grants"] = [
+        f"Confirm completes {who}'s run with the value it proposes for {names}.",
+        "Correct completes it with the value you choose instead (within the output schema).",
+        "Either way the run's result and its criteria report say you decided it.",
+    ]
+    context["rejecting"] = "Fail ends the run FAILED with ERR_INVALID_RESULT and your comment."
+
+
 def _unknown(context: dict[str, Any], payload: dict[str, Any], who: str, parent: Run | None) -> None:
     context["readable"] = False
     context["grants"] = [f"Lets {who} go on with what it asks (see the request's JSON below)."]
@@ -370,7 +414,7 @@ def _unknown(context: dict[str, Any], payload: dict[str, Any], who: str, parent:
 
 _DESCRIBERS = {"capability": _capability, "capability_request": _capability_request,
                "budget": _budget_threshold, "clarification": _clarification,
-               "invalid_result": _invalid_result}
+               "invalid_result": _invalid_result, "review": _review}
 
 
 def arguments_diff(original: Any, edited: Any) -> list[dict[str, str]]:

@@ -12,7 +12,8 @@ The rules, in the order they are checked:
   the inbox pages, the API or an MCP client's answer.
 - what: the decision must be one the item's kind allows (``allowed_decisions``), with what
   it needs (a rejection's comment, an answer, edited arguments valid against the tool's
-  schema, a raised budget within the parent's remainder) (422, every problem listed).
+  schema, a review's corrected values valid against their fields' schemas, a raised budget
+  within the parent's remainder) (422, every problem listed).
 
 Approval rules (``delegations.inbox.rules``) decide through :func:`approval_decide_by_rule`,
 which records as a click does with the rule in the audit; a rule that requires two
@@ -131,7 +132,9 @@ def closed_reason(approval: Approval, now: datetime | None = None) -> str | None
 
 def validate_edited_arguments(approval: Approval, arguments: Any) -> list[str]:
     """Every place ``arguments`` break the parameters schema of the tool the item asks to
-    call (empty when they fit)."""
+    call, or, for a review, the schemas of the fields under review (empty when they fit)."""
+    if approval.kind == ApprovalKind.REVIEW:
+        return validate_review_values(approval, arguments)
     if not isinstance(arguments, dict):
         return ["edited_arguments: expected a JSON object with the tool call's arguments."]
     tool_name = (approval.payload or {}).get("tool")
@@ -140,6 +143,34 @@ def validate_edited_arguments(approval: Approval, arguments: Any) -> list[str]:
         return [f"This item asks for no tool call whose arguments can be edited (tool: {tool_name!r})."]
     issues = validate_instance(tool.schema["parameters"], arguments, "")
     return [f"{issue.field}: {issue.message}" if issue.field else issue.message for issue in issues]
+
+
+def review_fields(approval: Approval) -> dict[str, dict[str, Any]]:
+    """The fields a review item asks about, by name (each with its proposed value, schema,
+    choices and scores, as the runner put them in the payload)."""
+    fields = (approval.payload or {}).get("fields") if isinstance(approval.payload, dict) else None
+    return {str(entry["field"]): entry for entry in fields or []
+            if isinstance(entry, dict) and isinstance(entry.get("field"), str)}
+
+
+def validate_review_values(approval: Approval, values: Any) -> list[str]:
+    """Every reason ``values`` ({field: corrected value}) cannot replace what a review item
+    proposes: a field not under review, or a value its schema refuses (empty when they fit)."""
+    fields = review_fields(approval)
+    names = ", ".join(fields) or "none"
+    if not isinstance(values, dict) or not values:
+        return [f"edited_arguments: expected a JSON object with the corrected value of a field under "
+                f"review ({names}), e.g. {{\"{next(iter(fields), 'field')}\": ...}}."]
+    problems = []
+    for name, value in values.items():
+        entry = fields.get(name)
+        if entry is None:
+            problems.append(f"{name}: not a field under review; correct {names}.")
+            continue
+        schema = entry.get("schema")
+        problems.extend(f"{name}: {issue.message}"
+                        for issue in validate_instance(schema if isinstance(schema, dict) else {}, value, name))
+    return problems
 
 
 def _choice(approval: Approval, decision: str) -> Decision:
@@ -165,13 +196,16 @@ def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer:
     if choice == Decision.ANSWER and not answer:
         raise Refusal("decision 'answer' needs the answer text in 'answer'.", status=422)
     if choice == Decision.EDIT:
+        review = approval.kind == ApprovalKind.REVIEW
         if not isinstance(edited_arguments, dict):
-            raise Refusal("decision 'edit' needs 'edited_arguments', a JSON object with the "
-                           "tool call's new arguments.", status=422)
+            raise Refusal("decision 'edit' needs 'edited_arguments', a JSON object with "
+                          + ("the corrected value of each field under review."
+                             if review else "the tool call's new arguments."), status=422)
         errors = validate_edited_arguments(approval, edited_arguments)
         if errors:
-            raise Refusal(f"The edited arguments do not fit the tool's schema: {'; '.join(errors)}",
-                           status=422, details={"errors": errors})
+            what = "the fields under review" if review else "the tool's schema"
+            raise Refusal(f"The edited {'values' if review else 'arguments'} do not fit {what}: "
+                          f"{'; '.join(errors)}", status=422, details={"errors": errors})
     elif edited_arguments is not None:
         raise Refusal("edited_arguments go with decision 'edit' only.", status=422)
     if always_allow and (approval.kind not in ALWAYS_ALLOW_KINDS or choice not in ALWAYS_ALLOW_DECISIONS):

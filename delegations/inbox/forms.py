@@ -19,6 +19,8 @@ KINDS = [("", "Any kind"), *((kind.value, kind.value.replace("_", " ")) for kind
 # how a decision reads in the confirmation message
 DECIDED = {"approve": "approved", "reject": "rejected", "answer": "answered", "edit": "approved with edits",
            "retry": "sent back for a retry"}
+# how a decision on a review item reads
+REVIEW_DECIDED = {"approve": "confirmed", "reject": "failed", "edit": "corrected"}
 
 
 class InboxFilterForm(forms.Form):
@@ -71,6 +73,9 @@ class DecisionForm(forms.Form):
     always_allow = forms.BooleanField(required=False)
     budget_limit = forms.FloatField(required=False, min_value=0)
     confirm = forms.BooleanField(required=False)
+    # a review's correction of a field without choices: its name and the text typed
+    review_field = forms.CharField(required=False, max_length=200)
+    review_value = forms.CharField(required=False, max_length=20_000)
 
 
 class EditCheckForm(forms.Form):

@@ -4,7 +4,8 @@ rule is saved or enabled, through the inbox's own decision function.
 A rule never widens a run. It approves only what the run already may do: a tool call whose
 capability is in the asking run's token, a budget item whose run and ancestors still have
 some of that axis left (continuing raises no limit), an invalid result (accepting it as
-partial grants nothing). A capability request asks for a capability outside the token, so
+partial grants nothing), a value sent for review (confirming it grants nothing). A
+capability request asks for a capability outside the token, so
 no rule approves one; a person must. And the inbox's rules hold for the rule's author: an
 approver and rule author, who did not start the asking run (unless self-approval is on).
 """
@@ -26,7 +27,7 @@ from delegations.protocol.approvals import ApprovalKind, ancestors_left
 from delegations.protocol.capabilities import TOOL_CAPABILITY
 
 from .decisions import approval_decide_by_rule, owns_run, run_budgets
-from .rules import BUDGET_AXES, RULE_KINDS, ItemFacts, deciding_rule, split_skill
+from .rules import BUDGET_AXES, RULE_KINDS, ItemFacts, deciding_rule, review_facts, split_skill
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def item_facts(approval: Approval, known_runs: dict[str, dict[str, Any]] | None 
     else:
         facts = known_runs[run.pk]
     payload = approval.payload or {}
-    arguments = payload.get("arguments")
+    arguments = payload.get("arguments") if approval.kind != ApprovalKind.REVIEW else review_facts(payload)
     return ItemFacts(kind=approval.kind, capability=str(payload.get("capability") or ""),
                      tool=str(payload.get("tool") or ""),
                      arguments=arguments if isinstance(arguments, dict) else {}, **facts)

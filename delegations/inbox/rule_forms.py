@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
 from django import forms
 
 from delegations.models import Approval, ApprovalRule, RuleEffect
+from delegations.protocol.approvals import ApprovalKind
 from delegations.protocol.capabilities import KNOWN_CAPABILITIES
 
-from .rules import RULE_KINDS, split_skill
+from .rules import RULE_KINDS, review_facts, split_skill
 
 _LIST_FIELDS = ("tools", "owners", "groups")
 
@@ -133,6 +135,12 @@ def initial_from_item(approval: Approval) -> dict[str, Any]:
         initial["folder"] = path.strip("/").rsplit("/", 1)[0]
     elif isinstance(path, str):
         initial["folder"] = "."
+    if approval.kind == ApprovalKind.REVIEW:
+        facts = review_facts(payload)
+        shown = json.dumps(facts["value"], ensure_ascii=False)
+        # "confirm positive reviews above 0.9": the value proposed, and a probability to ask for
+        initial["expression"] = f"arguments.value == {shown} && arguments.probability >= 0.9"
+        initial["name"] = f"confirm {facts['field']} {shown} above 0.9"[:200]
     skill, _ = split_skill(approval.run.skill)
     if skill:
         initial["skill"] = skill

@@ -3,9 +3,13 @@
 A rule's ``match`` is JSON a person reads and edits (the builder page writes it), every
 field optional (absent: anything):
 
-- ``kinds``: item kinds (``capability``, ``capability_request``, ``budget``, ``invalid_result``)
+- ``kinds``: item kinds (``capability``, ``capability_request``, ``budget``, ``invalid_result``,
+  ``review``)
 - ``capabilities``, ``tools``: the capability asked for, the tool a call names
-- ``arguments``: matchers on the tool call's arguments, each ``{"name", "op", ...}``:
+- ``arguments``: matchers on the tool call's arguments (for a review item: ``field``,
+  ``value`` and ``probability``, the value the model proposes and its probability, so
+  "confirm positive reviews above 0.9" is ``value equals "positive"`` and ``probability``
+  ``range min 0.9``), each ``{"name", "op", ...}``:
   ``equals`` (``value``), ``host`` (``value``: ``prices.example.com`` or ``*.example.com``,
   the URL's host for ``http_get``), ``under`` (``value``: a folder; the path lies in it),
   ``range`` (``min`` and/or ``max``: a number such as an amount)
@@ -44,7 +48,7 @@ from delegations.protocol.approvals import ApprovalKind
 from delegations.protocol.capabilities import APPROVAL_REQUIRED_CAPABILITIES, KNOWN_CAPABILITIES
 
 RULE_KINDS = (ApprovalKind.CAPABILITY, ApprovalKind.CAPABILITY_REQUEST, ApprovalKind.BUDGET,
-              ApprovalKind.INVALID_RESULT)
+              ApprovalKind.INVALID_RESULT, ApprovalKind.REVIEW)
 ARGUMENT_OPS = ("equals", "host", "under", "range")
 BUDGET_AXES = ("max_model_calls", "max_tokens", "max_cost_usd")
 MATCH_FIELDS = ("kinds", "capabilities", "tools", "arguments", "skill", "owners", "groups", "depth",
@@ -70,6 +74,15 @@ class ItemFacts:
     depth: int = 0
     root_skill: str = ""
     budget_left: dict[str, float] = field(default_factory=dict)
+
+
+def review_facts(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a rule reads of a review item as its "arguments": the (first) field under
+    review, the value the model proposes and that value's probability."""
+    fields = payload.get("fields") if isinstance(payload.get("fields"), list) else []
+    first = fields[0] if fields and isinstance(fields[0], dict) else {}
+    return {"field": first.get("field"), "value": first.get("proposed"),
+            "probability": first.get("probability")}
 
 
 def split_skill(reference: str) -> tuple[str, str]:

@@ -28,7 +28,13 @@ from delegations.inbox.decisions import (
     approvals_decide_batch,
     validate_edited_arguments,
 )
-from delegations.inbox.forms import DECIDED, BatchDecisionForm, DecisionForm, InboxFilterForm
+from delegations.inbox.forms import (
+    DECIDED,
+    REVIEW_DECIDED,
+    BatchDecisionForm,
+    DecisionForm,
+    InboxFilterForm,
+)
 from delegations.models import Approval
 from delegations.models.approvals import ApprovalQuerySet
 from delegations.refusals import Refusal
@@ -187,6 +193,9 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
         return _decided(request, approval, back_to=back_to, error=f"#{approval.pk} not decided: {problems}")
     data = form.cleaned_data
     decision = data["decision"]
+    if decision == "edit" and data["review_field"]:
+        # a review's free-text correction: the one field typed into, as the decision takes it
+        data["edited_arguments"] = {data["review_field"]: data["review_value"]}
     if decision == "edit" and not data["confirm"]:
         if data["edited_arguments"] is None:
             return _decided(request, approval, back_to=back_to,
@@ -205,7 +214,8 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
         return _decided(request, approval, back_to=back_to,
                         notice=f"#{approval.pk}: your approval is recorded; a second, different approver "
                                f"must approve it too before {resumes} resumes.")
-    done = DECIDED.get(decision, decision) + (" and always allowed for this run" if data["always_allow"] else "")
+    said = REVIEW_DECIDED if approval.kind == "review" else DECIDED
+    done = said.get(decision, decision) + (" and always allowed for this run" if data["always_allow"] else "")
     return _decided(request, approval, back_to=back_to, notice=f"#{approval.pk} {done}; {resumes} resumes.")
 
 

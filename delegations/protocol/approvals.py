@@ -24,13 +24,15 @@ class ApprovalKind(StrEnum):
     BUDGET = "budget"                          # soft budget threshold crossed
     CLARIFICATION = "clarification"            # BLOCKED_AWAITING_CLARIFICATION
     INVALID_RESULT = "invalid_result"          # a result failed validation after self-correction
+    REVIEW = "review"                          # a value the model is unsure of: confirm or correct it
 
 
 class Decision(StrEnum):
-    APPROVE = "approve"    # go ahead (for a budget: continue; for an invalid result: accept as partial)
-    REJECT = "reject"      # refuse (for a budget: stop; for an invalid result: fail)
+    APPROVE = "approve"    # go ahead (for a budget: continue; for an invalid result: accept as
+                           # partial; for a review: confirm the proposed value)
+    REJECT = "reject"      # refuse (for a budget: stop; for an invalid result or a review: fail)
     ANSWER = "answer"      # a clarification's answer
-    EDIT = "edit"          # a tool call approved with edited arguments
+    EDIT = "edit"          # a tool call approved with edited arguments; a review's corrected values
     RETRY = "retry"        # an invalid result: try again with a fresh context
 
 
@@ -41,6 +43,7 @@ _ALLOWED: dict[ApprovalKind, tuple[Decision, ...]] = {
     ApprovalKind.CLARIFICATION: (Decision.ANSWER, Decision.REJECT),
     ApprovalKind.BUDGET: (Decision.APPROVE, Decision.REJECT),
     ApprovalKind.INVALID_RESULT: (Decision.APPROVE, Decision.RETRY, Decision.REJECT),
+    ApprovalKind.REVIEW: (Decision.APPROVE, Decision.EDIT, Decision.REJECT),
 }
 
 # "always allow this tool for this run" and a raised budget limit ride on these decisions
@@ -154,8 +157,9 @@ class ApprovalGate(Protocol):
 @dataclass
 class AutoGate:
     """Decides everything the same way at once (scripts, tests, benchmarks): approving
-    answers a clarification with ``answer`` and fails an invalid result (an automatic
-    approval never accepts one nobody looked at); rejecting refuses anything."""
+    answers a clarification with ``answer`` and fails an invalid result or a value sent for
+    review (an automatic approval never accepts one nobody looked at); rejecting refuses
+    anything."""
 
     decision: Decision = Decision.APPROVE
     answer: str = ""
@@ -166,7 +170,9 @@ class AutoGate:
         decision = self.decision
         if decision == Decision.APPROVE and request.kind == ApprovalKind.CLARIFICATION:
             decision = Decision.ANSWER
-        elif decision == Decision.APPROVE and request.kind == ApprovalKind.INVALID_RESULT:
-            # nobody looked at it: an unseen invalid result fails, as it would without an inbox
+        elif decision == Decision.APPROVE and request.kind in (ApprovalKind.INVALID_RESULT,
+                                                               ApprovalKind.REVIEW):
+            # nobody looked at it: an unseen invalid (or unsure) result fails, as it would
+            # without an inbox
             decision = Decision.REJECT
         return ApprovalDecision(decision, comment="automatic", answer=self.answer, decided_by="auto")

@@ -57,6 +57,8 @@ class Checkpoint(BaseModel):
     pending_finish: str = ""
     # results of the pending turn's tool calls that already ran: call id -> tool result
     completed: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # the adapter's scores of the pending turn's labels (a review item is decided on them)
+    pending_scores: dict[str, Any] = Field(default_factory=dict)
     # delegate_task call id -> child run id
     children: dict[str, str] = Field(default_factory=dict)
     capabilities: list[str] = Field(default_factory=list)

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET
 
 from delegations.accounts.roles import visible_runs
 from delegations.models import Run, RunEvent
+from delegations.protocol.criteria import criteria_summary
 from delegations.run_pages.display import format_seconds, format_usd, run_usage, state_tone
 from delegations.run_pages.failure import failure_headline
 from delegations.run_pages.snapshot import json_diff, result_view
@@ -125,6 +126,7 @@ def _side(run: Run, tool_calls: int) -> dict[str, Any]:
         "run": run, "attempt": run.attempt, "state": run.state, "tone": state_tone(run.state),
         "result": result, "summary": _summary(run, result),
         "criteria_met": report.get("all_met") if report else None,
+        "criteria_summary": criteria_summary(report) if report and isinstance(report.get("items"), list) else None,
         "figures": {"model_calls": usage.model_calls, "input_tokens": usage.input_tokens,
                     "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
                     "runtime_s": usage.runtime_s, "tool_calls": tool_calls},

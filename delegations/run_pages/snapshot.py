@@ -20,6 +20,7 @@ from django.urls import reverse
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.budgets import CONSUMABLE_AXES, fraction_used
+from delegations.protocol.criteria import criteria_summary
 from delegations.run_pages.display import (
     AXIS_LABELS,
     budget_amount,
@@ -404,10 +405,13 @@ def result_view(result: Any) -> dict[str, Any] | None:
 
 
 def criteria_view(report: Any) -> dict[str, Any] | None:
-    """A criteria report with its items (those that read as items)."""
+    """A criteria report with its items (those that read as items), its unchecked fields
+    and its one-line summary (worded again for a report stored before it had one)."""
     if not isinstance(report, dict) or not isinstance(report.get("items"), list):
         return None
-    return {**report, "items": [item for item in report["items"] if isinstance(item, dict)]}
+    unchecked = [name for name in report.get("fields_unchecked") or [] if isinstance(name, str)]
+    return {**report, "items": [item for item in report["items"] if isinstance(item, dict)],
+            "fields_unchecked": unchecked, "summary": criteria_summary(report)}
 
 
 def findings_view(run: Run) -> list[dict[str, Any]]:

@@ -101,6 +101,7 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
     approval = settings.approval_required
     problems: list[dict[str, str]] = []
     refusal: ProtocolError | None = None
+    input_schema: dict[str, Any] | None = None
     if parse_remote_ref(packet.skill):
         problems, refusal = _remote_skill_problems(packet)
     elif packet.skill:
@@ -114,9 +115,10 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
             manifest = skill.to_manifest()
             packet = merge_skill(packet, manifest)
             approval = approval_required(approval, manifest)
+            input_schema = manifest.input_schema or None
     try:
         findings = lint_packet(packet, parent, max_depth=settings.max_depth,
-                               approval_required=approval, **settings.lint_limits)
+                               approval_required=approval, input_schema=input_schema, **settings.lint_limits)
     except ProtocolError as exc:   # a parent that does not parse
         return LintReport(problems=problems + _issues(exc, "parent"), packet=packet.to_dict(),
                           parsed=packet, refusal=refusal or exc)

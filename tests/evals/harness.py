@@ -18,6 +18,21 @@ checked against the true values and may use the grounding criteria (``quoted_fro
 against the case's input), so a copied worked example counts wrong. A case with
 ``expect_error`` passes only when the run ends with that error code (a missing source
 must be said, not answered).
+
+Truth and usefulness are counted apart. Each result is one of three:
+
+- *right*: the run ended as the case expects (COMPLETE with every criterion and
+  expectation met, or the expected error);
+- *wrong but shown as all met*: a wrong value on a run whose criteria report reads "all
+  met" (every criterion met and no output field left unchecked), which a person would
+  trust; the target is 0;
+- *visibly failed or sent for review*: anything else: a failed run, a run parked for a
+  person's review (the eval parks review items instead of deciding them, and counts the
+  value proposed), or a complete run whose report does not read "all met".
+
+Cases marked ``"fresh": true`` are drawn from no example a skill or test uses (labels
+that need the whole sentence, answers that are names, quotes inside longer texts); the
+tables count them apart from the original sixteen.
 """
 
 from __future__ import annotations
@@ -42,7 +57,7 @@ from delegations.composer.forms import (
     packet_from_form,
 )
 from delegations.protocol.adapters.base import ModelAdapter
-from delegations.protocol.approvals import AutoGate
+from delegations.protocol.approvals import ApprovalDecision, ApprovalRequest, AutoGate, RunParked
 from delegations.protocol.checkpoints import MemoryCheckpointStore
 from delegations.protocol.criteria import CriterionResult, evaluate_criteria
 from delegations.protocol.events import MemorySink
@@ -50,6 +65,7 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.manifest import SkillBundle, SkillManifest, load_bundle
 from delegations.protocol.manifest.versions import latest_version
 from delegations.protocol.packet import parse_packet
+from delegations.protocol.results import ResponsePackage
 from delegations.protocol.runner import Runner, RunnerSettings, RunOutcome
 from skills.models import Skill, SkillSource
 
@@ -68,12 +84,14 @@ class EvalCase:
     packet: dict[str, Any]
     expect: list[dict[str, Any]]
     expect_error: str | None = None   # the error code the run must end with, e.g. a missing input
+    fresh: bool = False               # drawn from no example a skill or test already uses
 
 
 def load_cases(path: Path = CASES_FILE, only: Iterable[str] = ()) -> list[EvalCase]:
     """The reference delegations, in file order (``only``: just these ids)."""
     wanted = set(only)
-    cases = [EvalCase(item["id"], item["title"], item["packet"], item["expect"], item.get("expect_error"))
+    cases = [EvalCase(item["id"], item["title"], item["packet"], item["expect"], item.get("expect_error"),
+                      bool(item.get("fresh")))
              for item in json.loads(path.read_text(encoding="utf-8"))]
     unknown = wanted - {case.id for case in cases}
     if unknown:
@@ -154,6 +172,27 @@ def composer_packet(case: EvalCase, skills: BuiltinSkills) -> dict[str, Any]:
     return packet_from_form(filled.cleaned_data)
 
 
+RIGHT, WRONG_ALL_MET, VISIBLE = "right", "wrong but shown as all met", "visibly failed or sent for review"
+
+
+class ReviewParkingGate(AutoGate):
+    """The eval's gate: decides like :class:`AutoGate`, except that an item asking a person
+    to review a value parks the run, so the eval counts it as sent for review (with the
+    value it proposed) instead of deciding it for nobody."""
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        if str(request.kind) == "review":
+            self.asked.append(request)
+            raise RunParked(request)
+        return await super().decide(request)
+
+
+def shows_all_met(report: dict[str, Any] | None) -> bool:
+    """Whether a criteria report reads "all met" to a person: every criterion met and no
+    output field that no criterion checks."""
+    return bool(report) and bool(report.get("all_met")) and not report.get("fields_unchecked")
+
+
 @dataclass(slots=True)
 class CaseResult:
     case: EvalCase
@@ -166,6 +205,9 @@ class CaseResult:
     wall_seconds: float
     payload: Any = None
     why: str = ""           # what went wrong, in one line, when not passed
+    verdict: str = VISIBLE  # RIGHT, WRONG_ALL_MET or VISIBLE
+    reviewed: bool = False  # parked for a person's review
+    labels: dict[str, Any] = field(default_factory=dict)   # the adapter's label scores, by field
 
 
 @dataclass(slots=True)
@@ -183,6 +225,17 @@ class ModelReport:
     def schema_valid(self) -> int:
         return sum(result.schema_valid for result in self.results)
 
+    def count(self, verdict: str, *, fresh: bool | None = None) -> int:
+        return sum(result.verdict == verdict for result in self.results
+                   if fresh is None or result.case.fresh == fresh)
+
+    def total(self, *, fresh: bool | None = None) -> int:
+        return sum(1 for result in self.results if fresh is None or result.case.fresh == fresh)
+
+    @property
+    def reviewed(self) -> int:
+        return sum(result.reviewed for result in self.results)
+
     @property
     def tokens_per_second(self) -> float:
         seconds = sum(result.model_seconds for result in self.results)
@@ -194,6 +247,8 @@ class ModelReport:
 
 
 def _why(outcome: RunOutcome, unmet: list[CriterionResult]) -> str:
+    if outcome.parked is not None:
+        return f"sent for review: {outcome.parked.title}"
     if outcome.state is not RunState.COMPLETE:
         error = outcome.error or {}
         return f"{outcome.state}: {error.get('message', '')}"[:200]
@@ -203,7 +258,7 @@ def _why(outcome: RunOutcome, unmet: list[CriterionResult]) -> str:
 async def run_case(case: EvalCase, adapter: ModelAdapter, skills: BuiltinSkills,
                    workspace: Path, path: str = "minimal") -> CaseResult:
     sink = MemorySink()
-    runner = Runner(sink=sink, gate=AutoGate(), checkpoints=MemoryCheckpointStore(),
+    runner = Runner(sink=sink, gate=ReviewParkingGate(), checkpoints=MemoryCheckpointStore(),
                     settings=RunnerSettings(token_key=b"eval-token-key-0123456",
                                             workspace_root=workspace),
                     skills=skills)
@@ -223,19 +278,37 @@ async def run_case(case: EvalCase, adapter: ModelAdapter, skills: BuiltinSkills,
         why = "" if passed else f"{outcome.state} {code or ''}: expected {case.expect_error}, " \
                                 f"got {_short(result.output_payload if result else None)}"
     else:
-        if result is not None:
-            unmet = [item for item in evaluate_criteria(result, list(case.expect), schema,
+        judged = result
+        if judged is None and outcome.parked is not None:
+            judged = _proposed(outcome.parked)   # the value a person is asked to review
+        if judged is not None:
+            unmet = [item for item in evaluate_criteria(judged, list(case.expect), schema,
                                                         case.packet.get("input_data") or {}).items
                      if not item.met]
         passed = (outcome.state is RunState.COMPLETE and not unmet
                   and bool((outcome.criteria_report or {}).get("all_met", True)))
         why = "" if passed else _why(outcome, unmet)
+        if outcome.parked is not None:
+            why += " (the proposed value is " + ("right)" if judged is not None and not unmet else "wrong)")
+    shown = outcome.state is RunState.COMPLETE and shows_all_met(outcome.criteria_report)
+    verdict = RIGHT if passed else WRONG_ALL_MET if shown else VISIBLE
+    scored = result if result is not None else _proposed(outcome.parked) if outcome.parked else None
+    labels = dict((scored.metrics.get("labels") or {}) if scored is not None else {})
     return CaseResult(
         case=case, path=path, state=str(outcome.state), passed=passed, schema_valid=schema_valid,
         output_tokens=sum(int(call.get("output_tokens") or 0) for call in calls),
         model_seconds=sum(float(call.get("duration_ms") or 0) for call in calls) / 1000,
         wall_seconds=wall, payload=result.output_payload if result is not None else None,
-        why=why[:200])
+        why=why[:200], verdict=verdict, reviewed=outcome.parked is not None, labels=labels)
+
+
+def _proposed(request: ApprovalRequest) -> ResponsePackage | None:
+    """The result a review item proposes (its payload's ``result``), if it holds one."""
+    proposed = request.payload.get("result") if isinstance(request.payload, dict) else None
+    try:
+        return ResponsePackage.model_validate(proposed) if isinstance(proposed, dict) else None
+    except ValueError:
+        return None
 
 
 def _short(value: object) -> str:
@@ -266,19 +339,27 @@ async def evaluate(model: str, make_adapter: AdapterFactory, cases: list[EvalCas
 
 
 def summary_table(reports: list[ModelReport]) -> str:
-    """The per-model, per-path table (Markdown)."""
-    lines = ["| model | path | all criteria met | schema-valid | tokens/s | wall per run (median) |",
-             "|---|---|---|---|---|---|"]
+    """The per-model, per-path table (Markdown): right values on the original cases and on
+    the fresh ones, wrong values shown as all met, the rest (failed visibly or sent for
+    review, with how many went to review), schema-valid answers, speed."""
+    lines = ["| model | path | right (original) | right (fresh) | wrong but shown as all met | "
+             "visibly failed or sent for review | schema-valid | tokens/s | median s per case |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for report in reports:
         total = len(report.results)
-        lines.append(f"| `{report.model}` | {report.path} | **{report.passed}/{total}** | "
-                     f"{report.schema_valid}/{total} | {report.tokens_per_second:.0f} | "
-                     f"{report.median_wall_seconds:.2f} s |")
+        original, fresh = report.total(fresh=False), report.total(fresh=True)
+        visible = report.count(VISIBLE)
+        lines.append(
+            f"| `{report.model}` | {report.path} | **{report.count(RIGHT, fresh=False)}/{original}** | "
+            f"**{report.count(RIGHT, fresh=True)}/{fresh}** | {report.count(WRONG_ALL_MET)} | "
+            f"{visible} ({report.reviewed} for review) | {report.schema_valid}/{total} | "
+            f"{report.tokens_per_second:.0f} | {report.median_wall_seconds:.2f} s |")
     return "\n".join(lines)
 
 
 def case_table(reports: list[ModelReport]) -> str:
-    """Which model passed which case (Markdown): ✓ passed, · schema-valid only, ✗ neither."""
+    """Which model got which case right (Markdown): ✓ right, ✗ wrong but shown as all met,
+    ? sent for review, · visibly failed."""
     header = "| case | " + " | ".join(f"`{r.model}` {r.path}" for r in reports) + " |"
     lines = [header, "|---|" + "---|" * len(reports)]
     if not reports:
@@ -287,6 +368,40 @@ def case_table(reports: list[ModelReport]) -> str:
         marks = []
         for report in reports:
             one = report.results[index]
-            marks.append("✓" if one.passed else "·" if one.schema_valid else "✗")
-        lines.append(f"| {result.case.id} | " + " | ".join(marks) + " |")
+            marks.append("✓" if one.verdict == RIGHT else "✗" if one.verdict == WRONG_ALL_MET
+                         else "?" if one.reviewed else "·")
+        fresh = " (fresh)" if result.case.fresh else ""
+        lines.append(f"| {result.case.id}{fresh} | " + " | ".join(marks) + " |")
     return "\n".join(lines)
+
+
+CALIBRATION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def calibration_table(reports: list[ModelReport]) -> str:
+    """How many scored labels with an expected value (an ``equals`` expectation) each
+    calibration weight would choose right, per model and path (Markdown): the measurement
+    the local adapter's ``CALIBRATION_WEIGHT`` is chosen on. Exact for the label itself:
+    the label is chosen before the answer is decoded, from the probabilities recorded."""
+    lines = ["| model | path | labels | " + " | ".join(f"weight {w:g}" for w in CALIBRATION_WEIGHTS) + " |",
+             "|---|---|---|" + "---|" * len(CALIBRATION_WEIGHTS)]
+    for report in reports:
+        right = [0] * len(CALIBRATION_WEIGHTS)
+        total = 0
+        for result in report.results:
+            for expectation in result.case.expect:
+                score = result.labels.get(str(expectation.get("path")))
+                if expectation.get("kind") != "equals" or not isinstance(score, dict) or not score.get("scores"):
+                    continue
+                total += 1
+                for index, weight in enumerate(CALIBRATION_WEIGHTS):
+                    right[index] += _chosen(score["scores"], weight) == expectation.get("value")
+        lines.append(f"| `{report.model}` | {report.path} | {total} | " + " | ".join(map(str, right)) + " |")
+    return "\n".join(lines)
+
+
+def _chosen(scores: list[dict[str, Any]], weight: float) -> Any:
+    def calibrated(entry: dict[str, Any]) -> float:
+        prior = max(float(entry.get("prior", 1.0)), 1e-4)
+        return float(entry["raw_probability"]) / prior ** weight
+    return max(scores, key=calibrated)["value"]

@@ -17,6 +17,8 @@ from delegations.protocol.packet import parse_packet
 from delegations.protocol.runner.acceptance import merge_skill
 from tests.evals.harness import (
     PATHS,
+    VISIBLE,
+    WRONG_ALL_MET,
     BuiltinSkills,
     EvalCase,
     case_table,
@@ -48,6 +50,18 @@ RIGHT: dict[str, dict[str, Any]] = {
     "critic-unsafe-plan": {"verdict": "REVISE",
                            "objection": "Step 1 deletes the files before they are copied."},
     "verifier-failed-tests": {"verdict": "FAIL", "reason": "2 tests failed."},
+    "review-not-hoped": {"sentiment": "negative", "evidence": "the zipper split the first time"},
+    "review-low-expectations": {"sentiment": "positive", "evidence": "the blender crushes ice in seconds"},
+    "review-hotel-mixed": {"sentiment": "mixed", "evidence": "spotless and the staff were kind, although breakfast was cold"},
+    "review-never-quiet": {"sentiment": "positive", "evidence": "Never owned a vacuum this quiet"},
+    "context-name-windmill": {"answer": "Jan Wessels", "found": True,
+                              "evidence": "Its first windmill was built in 1757 by the carpenter Jan Wessels."},
+    "context-name-society": {"answer": "Marit Dahl", "found": True,
+                             "evidence": "It was founded in 1923 by the schoolteacher Marit Dahl"},
+    "context-long-quote": {"answer": "1,240", "found": True,
+                           "evidence": "Today the gallery holds 1,240 paintings, most of them landscapes."},
+    "price-in-a-note": {"price": 2031.5, "currency": "USD"},
+    "verifier-all-passed": {"verdict": "PASS", "reason": "Both criteria are met."},
 }
 
 
@@ -67,10 +81,20 @@ def answering(payload: dict[str, Any]) -> ScriptedAdapter:
     return ScriptedAdapter({"script": [turn, turn]})
 
 
+def sure(payload: dict[str, Any]) -> ScriptedAdapter:
+    """A model that gives ``payload`` and is sure of each of its values (as the local model
+    scores its labels): review-sentiment's and a verifier's confident criteria are met."""
+    scores = {name: {"value": value, "probability": 0.95, "alternatives": []}
+              for name, value in payload.items() if isinstance(value, str | bool)}
+    turn = {"tool_calls": [{"name": "yield_control", "arguments": {"status": "SUCCESS", "output_payload": payload}}],
+            "label_scores": scores}
+    return ScriptedAdapter({"script": [turn, turn]})
+
+
 def right(case: EvalCase) -> ScriptedAdapter:
     if case.expect_error is not None:
         return ScriptedAdapter({"script": [{"tool_calls": [{"name": "yield_control", "arguments": MISSING}]}]})
-    return answering(RIGHT[case.id])
+    return sure(RIGHT[case.id])
 
 
 def test_there_are_at_least_twelve_cases_each_a_sound_delegation_with_checkable_expectations():
@@ -98,8 +122,24 @@ async def test_right_answers_pass_every_case_on_both_paths_and_the_tables_say_so
     report = await evaluate("scripted", lambda number: right(cases[number]), cases, path=path)
     assert [result.case.id for result in report.results if not result.passed] == []
     assert report.passed == len(cases) and report.path == path
-    assert f"| {path} | **{len(cases)}/{len(cases)}** |" in summary_table([report])
-    assert "✗" not in case_table([report])
+    original, fresh = report.total(fresh=False), report.total(fresh=True)
+    assert fresh >= 8 and original == 16
+    assert f"| {path} | **{original}/{original}** | **{fresh}/{fresh}** | 0 | 0 (0 for review) |" \
+        in summary_table([report])
+    assert "✗" not in case_table([report]) and "·" not in case_table([report])
+
+
+async def test_a_wrong_label_with_a_right_quote_is_never_shown_as_all_met(tmp_path: Path) -> None:
+    [case] = load_cases(only=["review-battery"])
+    wrong = {"sentiment": "mixed", "evidence": "battery died after two days"}
+    # a model that gives no probabilities: its label cannot be checked, and it says so
+    unscored = await run_case(case, answering(wrong), BuiltinSkills(), tmp_path, "composer")
+    assert unscored.verdict == VISIBLE and unscored.state == "COMPLETE"
+    # one that is unsure: the run waits for a person, and the eval counts it sent for review
+    unsure = ScriptedAdapter({"script": [{**answering(wrong).config["script"][0],
+                                          "label_scores": {"sentiment": {"value": "mixed", "probability": 0.4}}}]})
+    reviewed = await run_case(case, unsure, BuiltinSkills(), tmp_path, "composer")
+    assert reviewed.reviewed and reviewed.verdict == VISIBLE and "the proposed value is wrong" in reviewed.why
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -109,6 +149,9 @@ async def test_a_copied_worked_example_counts_wrong_on_every_skill_case(path: st
     report = await evaluate("scripted", lambda number: answering(COPIED[skill_of[number]]), cases, path=path)
     # context-absent's right answer is the copied one: "not found" is right there
     assert [result.case.id for result in report.results if result.passed] == ["context-absent"]
+    # and none of the copies is shown as all met: the skills' criteria refuse them, or a
+    # label no criterion checks keeps the report from reading "all met"
+    assert [result.case.id for result in report.results if result.verdict == WRONG_ALL_MET] == []
 
 
 @pytest.mark.parametrize("path", PATHS)

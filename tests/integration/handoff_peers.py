@@ -29,7 +29,7 @@ import httpx
 from delegations.protocol.a2a_subagents import remote_ref, remote_tool_name
 from tests.conftest import PASSWORD, ROOT, serve, stop_server
 
-SKILL = "review-sentiment@1.1.0"        # built in; its criterion: `evidence` is quoted from `review`
+SKILL = "review-sentiment@1.2.0"        # built in (the latest, which a card lists): `evidence` is quoted from `review`
 PEER, IMPOSTOR = "peer", "impostor"
 REVIEW = "The screen is superb, but the battery barely lasts a morning."
 ENDED = frozenset({"COMPLETE", "FAILED", "TIMEOUT", "CANCELLED", "REJECTED"})

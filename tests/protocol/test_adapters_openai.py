@@ -455,3 +455,42 @@ async def test_a_forced_tool_choice_names_the_function(provider_http) -> None:
 
     assert turn.tool_calls[0].name == "yield_control"
     assert http.body()["tool_choice"] == {"type": "function", "function": {"name": "yield_control"}}
+
+
+LABELLED_YIELD = {**YIELD_CONTROL, "output_shapes": {"labels": {"sentiment": ["positive", "negative", "mixed"]}}}
+
+
+def _token(text: str, probability: float, *alternatives: tuple[str, float]) -> dict:
+    import math
+
+    return {"token": text, "logprob": math.log(probability), "bytes": None,
+            "top_logprobs": [{"token": alt, "logprob": math.log(p), "bytes": None} for alt, p in alternatives]}
+
+
+async def test_it_asks_for_logprobs_when_the_answer_has_labels_and_reads_their_probability(provider_http) -> None:
+    answer = '{"status": "SUCCESS", "output_payload": {"sentiment": "negative"}}'
+    pieces = ['{"status": "SUCCESS", "output_payload": {"sentiment', '": "']
+    tokens = [_token(piece, 0.99) for piece in pieces]
+    tokens += [_token("neg", 0.7, ("mix", 0.2), ("pos", 0.1)), _token('ative"}}', 0.99)]
+    response = provider_http.json(200, {
+        "id": "chatcmpl-3", "object": "chat.completion", "created": 1, "model": "a-server-model",
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": {"content": tokens},
+                     "message": {"role": "assistant", "content": answer}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 4, "total_tokens": 24}})
+    http = provider_http.play(response)
+    adapter = OpenAIAdapter({**FAST, "stream": False}, http_client=http.client())
+
+    turn = await adapter.complete(MESSAGES, [LABELLED_YIELD])
+
+    assert (http.body()["logprobs"], http.body()["top_logprobs"]) == (True, 5)
+    assert "output_shapes" not in json.dumps(http.body()["tools"])
+    score = turn.label_scores["sentiment"]
+    assert score["value"] == "negative" and score["probability"] == pytest.approx(0.7)
+    assert score["calibrated"] is False
+
+
+async def test_it_asks_for_no_logprobs_without_labels_or_when_configured_not_to(provider_http) -> None:
+    http = provider_http.play(provider_http.sse(TEXT_STREAM))
+    await OpenAIAdapter(FAST, http_client=http.client()).complete(MESSAGES, [YIELD_CONTROL])
+    await OpenAIAdapter({**FAST, "logprobs": False}, http_client=http.client()).complete(MESSAGES, [LABELLED_YIELD])
+    assert all("logprobs" not in http.body(index) for index in range(2))

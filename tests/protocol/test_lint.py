@@ -151,6 +151,13 @@ POSITIVE: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any],
     ("NO_SELF_CORRECTION", {**SANE, "max_iterations": 1}, None, {}, "max_iterations"),
     ("ALLOW_NESTED_UNUSABLE", {**SANE, "depth": 3, "allow_nested": True}, None, {},
      "allow_nested"),
+    ("CONFIDENT_NOT_A_LABEL", {**SANE, "success_criteria": [{"kind": "confident", "path": "summary", "min": 0.8}]},
+     None, {}, "success_criteria[0]"),
+    ("CONFIDENCE_OUT_OF_RANGE", {**SANE, "expected_output": {"type": "object", "properties": {
+        "tone": {"enum": ["calm", "angry"]}}}, "success_criteria": ["`tone` has a probability of at least 150%"]},
+     None, {}, "success_criteria[0]"),
+    ("CRITERION_SOURCE_UNKNOWN", {**SANE, "success_criteria": ["`summary` is quoted from `paper`"]}, None, {},
+     "success_criteria[0]"),
 ]
 
 

@@ -6,7 +6,10 @@ Messages go in as OpenAI-style dicts::
      "tool_calls": [{"id", "name", "arguments": {...}}],   # assistant only
      "tool_call_id": str, "name": str}                     # tool only
 
-Tools go in as ``{"name", "description", "parameters": <JSON Schema>}``. A call returns
+Tools go in as ``{"name", "description", "parameters": <JSON Schema>}``; ``yield_control``
+may also carry ``output_shapes`` (``criteria.shaping.OutputShapes.as_dict()``): what the
+success criteria say each output field may be, for an adapter that can hold decoding to it
+or score its labels, which the others ignore. A call returns
 one :class:`ModelTurn`; text is streamed through ``on_text`` as it is produced.
 
 ``tool_choice`` names the one tool the model must call (the runner's last turn forces
@@ -47,6 +50,10 @@ class ModelTurn:
     output_tokens: int = 0
     model: str = ""
     finish_reason: str = "stop"
+    # an adapter that can score its answer's labels: per output field, the value chosen,
+    # its probability and the alternatives' ({"value", "probability", "alternatives":
+    # [{"value", "probability"}], "calibrated"}); empty when it cannot
+    label_scores: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class ModelAdapter(ABC):

@@ -30,7 +30,7 @@ How a call runs:
   call): a few hundred new tokens take 0.3-3 s on a busy 2-core machine; a repeated prefix
   is reused from the previous call, so later turns of a run evaluate only what is new. A
   host that does not answer a cancel within ``local_host.CANCEL_GRACE_S`` is killed;
-- at temperature 0 the JSON grammar is checked lazily (``model_host.LazyGrammar``: the
+- at temperature 0 the JSON grammar is checked lazily (``lazy_grammar.LazyGrammar``: the
   greedy token first, the whole vocabulary only when the grammar refuses it);
 - free-form parts of the tool schemas are tightened for the grammar (see
   :func:`bounded_schema`: flat objects, capped strings and arrays) because a 135M model
@@ -38,7 +38,20 @@ How a call runs:
   max_tokens, or stopped because an object repeated a key (``model_host.RepeatedKeyGuard``:
   the sign of a loop), is closed after its last complete member (:func:`close_truncated_json`)
   and must then validate against the tool's own schema, else ERR_TOOL_FAILURE;
-- token usage comes from llama.cpp's context (prompt) and the tokens streamed (output).
+- token usage comes from llama.cpp's context (prompt) and the tokens streamed (output);
+- criteria shape decoding (``yield_control``'s ``output_shapes``, from the runner): a field
+  a ``quoted_from`` criterion checks decodes as a quote of its source (a character-level
+  automaton over the source text, spliced into the grammar: :mod:`.quote_grammar`), a
+  ``one_of_input`` field as one of the source's values, an ``appears_in`` number as one of
+  the numbers the source holds, so those criteria hold by construction and the model only
+  chooses. A shape whose source is empty leaves no value to decode: when ``yield_control``
+  is the only tool, the call fails with ERR_INSUFFICIENT_CONTEXT naming the input;
+- labels are scored (:mod:`.label_choice`, :mod:`.label_scoring`): for each enum or boolean
+  output field the host reads every allowed value's probability on the label's few-shot
+  prompt (the runner builds it from the skill's worked examples and the input), calibrated
+  against the same prompt with the input's values replaced by "N/A" (weighed by
+  ``CALIBRATION_WEIGHT``), and the answer is decoded with the likeliest calibrated value;
+  the scores come back in ``ModelTurn.label_scores``. Only at temperature 0.
 
 Config (checked when the adapter is built)::
 
@@ -72,15 +85,21 @@ from typing import Any, ClassVar
 from jsonschema import Draft202012Validator
 
 from ..errors import ErrorCode, ProtocolError
+from ..tools import YIELD_CONTROL
 from . import config_checks as check
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema, config_error
 from .local_host import model_host
 from .local_models import DEFAULT_LOCAL_MODEL, SHIPPED_MODELS, ShippedModel, locate
+from .quote_grammar import placeholder
 from .tool_format import content_text, parameters_schema, tool_description
 
 _CONFIG_KEYS = ("model", "model_path", "n_ctx", "temperature", "max_tokens", "seed", "n_threads")
 INSTALL_HINT = "pip install 'llama-cpp-python>=0.3.8'"
 _PROMPT_MARGIN = 64  # tokens the chat template and our tool list add around messages
+# How much of the content-free prior a label's probability is divided by (0: none, 1: the
+# full correction of "Calibrate Before Use"); chosen on make eval, see the README's
+# local-model section.
+CALIBRATION_WEIGHT = 1.0
 
 
 def llama_cpp_missing() -> str | None:
@@ -130,6 +149,41 @@ def model_parameters(tool: ToolSchema) -> dict[str, Any]:
                "required": ["status", "output_payload", "error_report"],
                "additionalProperties": False}
     return {"anyOf": [result, failure]}
+
+
+Shapes = dict[str, Any]   # criteria.shaping.OutputShapes.as_dict()
+
+
+def shaped_parameters(parameters: dict[str, Any],
+                      shapes: Shapes) -> tuple[dict[str, Any], list[list[Any]]]:
+    """``yield_control``'s model parameters with the fields the criteria shape held to them,
+    and the quotes to splice in (placeholder, text, may be empty). A quote field holds a
+    placeholder const until the host puts its automaton there."""
+    union = parameters.get("anyOf")
+    options: list[dict[str, Any]] = union if isinstance(union, list) else [parameters]
+    quotes: list[list[Any]] = []
+    shaped_options = []
+    for option in options:
+        payload = (option.get("properties") or {}).get("output_payload")
+        fields = payload.get("properties") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or not isinstance(fields, dict) \
+                or option["properties"].get("status", {}).get("const") == "FAILURE":
+            shaped_options.append(option)
+            continue
+        fields = dict(fields)
+        for name, quote in (shapes.get("quotes") or {}).items():
+            if name in fields:
+                marker = placeholder(len(quotes))
+                quotes.append([marker, quote["text"], bool(quote.get("may_be_empty"))])
+                fields[name] = {"const": marker}
+        for kind in ("choices", "numbers"):
+            for name, values in (shapes.get(kind) or {}).items():
+                if name in fields:
+                    fields[name] = {"enum": list(values)}
+        properties = {**option["properties"], "output_payload": {**payload, "properties": fields}}
+        shaped_options.append({**option, "properties": properties})
+    shaped = {**parameters, "anyOf": shaped_options} if "anyOf" in parameters else shaped_options[0]
+    return shaped, quotes
 
 
 def _parameter_names(schema: dict[str, Any]) -> list[str]:
@@ -205,12 +259,26 @@ def bounded_schema(schema: Any) -> Any:
 
 def answer_schema(tools: list[ToolSchema]) -> dict[str, Any]:
     """The JSON schema every constrained answer follows: a call of one offered tool."""
-    options = [{"type": "object",
-                "properties": {"name": {"const": tool["name"]},
-                               "arguments": bounded_schema(model_parameters(tool))},
-                "required": ["name", "arguments"]}
-               for tool in tools]
-    return options[0] if len(options) == 1 else {"anyOf": options}
+    schema, _ = shaped_answer(tools)
+    return schema
+
+
+def shaped_answer(tools: list[ToolSchema]) -> tuple[dict[str, Any], list[list[Any]]]:
+    """:func:`answer_schema` with ``yield_control``'s output fields shaped by its
+    ``output_shapes``, and the quotes to splice into its grammar (see
+    :func:`shaped_parameters`)."""
+    options: list[dict[str, Any]] = []
+    quotes: list[list[Any]] = []
+    for tool in tools:
+        parameters = model_parameters(tool)
+        shapes = tool.get("output_shapes")
+        if shapes and tool["name"] == YIELD_CONTROL:
+            parameters, quotes = shaped_parameters(parameters, shapes)
+        options.append({"type": "object",
+                        "properties": {"name": {"const": tool["name"]},
+                                       "arguments": bounded_schema(parameters)},
+                        "required": ["name", "arguments"]})
+    return (options[0] if len(options) == 1 else {"anyOf": options}), quotes
 
 
 def closed_prefixes(text: str) -> Iterator[Any]:
@@ -396,24 +464,51 @@ class LocalAdapter(ModelAdapter):
             tools = [tool for tool in tools if tool["name"] == tool_choice] or tools
         tools = [tool for tool in tools if tool["name"] not in NOT_OFFERED] or tools
         examples = sum(1 for m in messages if m.get("example") and m.get("role") == "assistant")
-        generation = await self._host_call({
-            "op": "generate", "chat": to_chat_messages(messages, tools),
+        chat = to_chat_messages(messages, tools)
+        request: dict[str, Any] = {
+            "op": "generate", "chat": chat,
             "prompt_budget": self.n_ctx - self.max_tokens - _PROMPT_MARGIN,
             "examples": examples,
             "fold_system": self.model is not None and not self.model.system_role,
-            "schema": answer_schema(tools) if tools else None,
+            "schema": None,
             "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
-        }, on_text)
+        }
+        if tools:
+            request.update(self._shaped(tools))
+        generation = await self._host_call(request, on_text)
         turn = ModelTurn(text=str(generation.get("text", "")),
                          input_tokens=int(generation.get("input_tokens", 0)),
                          output_tokens=int(generation.get("output_tokens", 0)),
                          model=self.model_name,
-                         finish_reason=str(generation.get("finish_reason", "stop")))
+                         finish_reason=str(generation.get("finish_reason", "stop")),
+                         label_scores=dict(generation.get("labels") or {}))
         if tools:
             turn.tool_calls = [self._tool_call(turn, tools)]
             turn.text = ""
             turn.finish_reason = "tool_calls"
         return turn
+
+    def _shaped(self, tools: list[ToolSchema]) -> dict[str, Any]:
+        """The request's schema, quotes and labels for ``tools`` (see the module
+        docstring); raises ERR_INSUFFICIENT_CONTEXT when the only tool is
+        ``yield_control`` and a criterion's source is empty."""
+        schema, quotes = shaped_answer(tools)
+        answer = next((tool for tool in tools if tool["name"] == YIELD_CONTROL), None)
+        shapes = answer.get("output_shapes") if answer is not None else None
+        if not shapes:
+            return {"schema": schema}
+        empty = shapes.get("empty") or []
+        if empty and len(tools) == 1:
+            named = ", ".join(dict.fromkeys(str(item["source"]) for item in empty))
+            fields = ", ".join(dict.fromkeys(str(item["field"]) for item in empty))
+            raise ProtocolError(
+                ErrorCode.INSUFFICIENT_CONTEXT,
+                f"The input has no {named} (or it is empty), and the success criteria say "
+                f"{fields} must come from it: no answer can meet them. Give {named} and run "
+                "again.", details={"missing_inputs": list(dict.fromkeys(str(i["source"]) for i in empty))})
+        return {"schema": schema, "quotes": quotes, "labels": shapes.get("labels") or {},
+                "label_prompts": shapes.get("label_prompts") or {},
+                "calibration_weight": CALIBRATION_WEIGHT}
 
     def _tool_call(self, generation: ModelTurn, tools: list[ToolSchema]) -> ToolCall:
         try:

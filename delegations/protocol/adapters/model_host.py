@@ -11,11 +11,21 @@ The wire: one JSON object per line. Requests arrive on stdin::
 
     {"op": "generate", "id": N, "model": MODEL, "chat": [...], "prompt_budget": N,
      "examples": N, "fold_system": bool, "schema": {...} | null, "max_tokens": N,
-     "temperature": X, "seed": N | null, "lazy_grammar": bool (default true)}
+     "temperature": X, "seed": N | null, "lazy_grammar": bool (default true),
+     "quotes": [[PLACEHOLDER, TEXT, MAY_BE_EMPTY], ...], "labels": {FIELD: [VALUE, ...]},
+     "label_prompts": {FIELD: {"prompt": TEXT, "content_free": TEXT}}, "calibration_weight": X}
     {"op": "load", "id": N, "model": MODEL}
     {"op": "cancel", "id": N}
 
     MODEL = {"path": str, "n_ctx": N, "n_threads": N | null, "chat_format": str | null}
+
+``quotes`` splice a quote automaton into the schema's grammar where a field holds its
+placeholder const (:mod:`.quote_grammar`). ``labels`` are the output fields whose values
+are scored before the answer is decoded, each on its label prompt and calibrated against
+the content-free one (:mod:`.label_scoring`, :mod:`.label_choice`), and kept to the value
+chosen while the answer is written. Labels apply to greedy decoding (temperature 0); the
+``done`` result then carries ``labels``: per field, the value chosen, its calibrated
+probability, and every value's calibrated, raw and content-free probability.
 
 and answers leave on the protocol pipe (the process's original stdout; fd 1 is pointed at
 stderr so that nothing native can write into the protocol)::
@@ -30,9 +40,7 @@ outlives the process that started it.
 
 from __future__ import annotations
 
-import ctypes
 import json
-import math
 import os
 import signal
 import sys
@@ -41,6 +49,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+if __package__:
+    from .label_choice import LabelChooser, LabelScore, choose
+    from .label_scoring import LabelScorer
+    from .lazy_grammar import LazyGrammar
+    from .quote_grammar import splice_quotes
+else:  # run by path as the host's program: this folder is on sys.path
+    from label_choice import LabelChooser, LabelScore, choose  # type: ignore[import-not-found,no-redef]
+    from label_scoring import LabelScorer  # type: ignore[import-not-found,no-redef]
+    from lazy_grammar import LazyGrammar  # type: ignore[import-not-found,no-redef]
+    from quote_grammar import splice_quotes  # type: ignore[import-not-found,no-redef]
 
 CANCEL_POLL_S = 0.05
 
@@ -200,6 +219,13 @@ class LoadedModel:
     load_seconds: float
     extra_buffer_types: bool
     lock: threading.Lock = field(default_factory=threading.Lock)
+    threads: int = 1
+    scorer: LabelScorer | None = None   # made on the first labels to score
+
+    def label_scorer(self) -> LabelScorer:
+        if self.scorer is None:
+            self.scorer = LabelScorer(self.llama, self.threads)
+        return self.scorer
 
 
 def load_model(model: dict[str, Any], info: str) -> LoadedModel:
@@ -231,111 +257,7 @@ def load_model(model: dict[str, Any], info: str) -> LoadedModel:
                       verbose=False)
     finally:
         low_level.llama_model_default_params = defaults
-    return LoadedModel(llama, time.perf_counter() - started, extra)
-
-
-# --- lazy grammar: sample first, check only the sampled token -----------------------------
-
-class LazyGrammar:
-    """Holds greedy decoding to a GBNF grammar, checking the grammar lazily.
-
-    llama-cpp-python applies a grammar to every token of the vocabulary at every step:
-    262,144 candidates for Gemma 3, which took its generation from about 48 tokens/s to 15.
-    This logits processor takes the most likely token first and asks the grammar about
-    that one token only, then about the next likeliest ones; only when the grammar refuses
-    them all is the full vocabulary masked and the best allowed token taken (llama.cpp's
-    own common sampler resamples the same way). The answer is the token greedy decoding
-    under the full mask would pick: the likeliest one the grammar allows. Used at temperature 0,
-    the adapter's default; sampled decoding keeps llama-cpp-python's full grammar.
-    """
-
-    def __init__(self, llama: Any, gbnf: str) -> None:
-        import llama_cpp.llama_cpp as low_level
-        import numpy as np
-
-        self._low = low_level
-        self._np = np
-        vocab = low_level.llama_model_get_vocab(llama.model)
-        self._sampler = low_level.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"),
-                                                             b"root")
-        if not self._sampler:
-            raise ValueError("the answer's JSON schema did not make a valid grammar")
-        self._one: Any = low_level.llama_token_data()
-        self._one_array = low_level.llama_token_data_array(
-            data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
-        self._buffer: Any = None
-        self.failure: Exception | None = None
-        self.full_masks = 0  # steps that needed the whole vocabulary (for the figures)
-
-    # Candidates the grammar is asked about, as one batch, when it refuses the likeliest
-    # token: a const string the model would not write (a tool's name) needs more than a
-    # few. Gemma 3 270M, one constrained answer: 18 whole-vocabulary masks with none, 5
-    # with 32 candidates, 0-1 with 2048 (each mask of 262,144 tokens costs ~40 ms).
-    LIKELIEST = 2048
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        # llama-cpp-python calls this from a ctypes callback, where an exception is printed
-        # and dropped and decoding goes on unconstrained: keep it, end the answer, raise it
-        # afterwards (:meth:`check`).
-        if self.failure is not None:
-            return scores
-        try:
-            return self._constrain(scores)
-        except Exception as exc:
-            self.failure = exc
-            return scores
-
-    def check(self) -> None:
-        if self.failure is not None:
-            raise RuntimeError(f"the grammar check failed: {self.failure}") from self.failure
-
-    def _constrain(self, scores: Any) -> Any:
-        np = self._np
-        token = int(np.argmax(scores))
-        if not self._allows(token, float(scores[token])):
-            likeliest = np.argpartition(scores, -self.LIKELIEST)[-self.LIKELIEST:]
-            found = self._best_allowed(scores, likeliest)
-            if found is None:
-                found = self._best_allowed(scores, np.arange(len(scores)))
-                self.full_masks += 1
-            assert found is not None, "the grammar allows no token at all"
-            token = found
-        self._low.llama_sampler_accept(self._sampler, token)
-        chosen = np.full_like(scores, -math.inf)
-        chosen[token] = 0.0
-        return chosen
-
-    def _allows(self, token: int, logit: float) -> bool:
-        self._one.id, self._one.logit, self._one.p = token, logit, 0.0
-        self._one_array.size, self._one_array.selected = 1, -1
-        self._low.llama_sampler_apply(self._sampler, ctypes.byref(self._one_array))
-        return self._one_array.size == 1 and not math.isinf(self._one.logit)
-
-    def _best_allowed(self, scores: Any, candidates: Any) -> int | None:
-        """The likeliest of ``candidates`` (token ids) that the grammar allows, or None."""
-        np, low = self._np, self._low
-        size = len(candidates)
-        if self._buffer is None or len(self._buffer) < size:
-            self._buffer = (low.llama_token_data * len(scores))()
-        view = np.ctypeslib.as_array(self._buffer).view(
-            np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True))
-        view = view.reshape(-1)[:size]
-        view["id"] = candidates
-        view["logit"] = scores[candidates]
-        view["p"] = 0.0
-        array = low.llama_token_data_array(data=self._buffer, size=size, selected=-1,
-                                           sorted=False)
-        low.llama_sampler_apply(self._sampler, ctypes.byref(array))
-        kept = view[: array.size]
-        allowed = kept[~np.isinf(kept["logit"])]
-        if not len(allowed):
-            return None
-        return int(allowed["id"][int(np.argmax(allowed["logit"]))])
-
-    def close(self) -> None:
-        if self._sampler:
-            self._low.llama_sampler_free(self._sampler)
-            self._sampler = None
+    return LoadedModel(llama, time.perf_counter() - started, extra, threads=threads)
 
 
 # --- generations ---------------------------------------------------------------------------
@@ -349,6 +271,8 @@ class Generation:
     input_tokens: int = 0
     finish_reason: str = "stop"
     full_grammar_masks: int = 0
+    labels: dict[str, Any] = field(default_factory=dict)   # field -> its scored value
+    label_seconds: float = 0.0         # spent scoring the labels before decoding
 
 
 def generate(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
@@ -366,31 +290,52 @@ def generate(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
         loaded.lock.release()
 
 
-def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
-                     emit: Callable[[str], None]) -> Generation:
-    llama = loaded.llama
+def grammar_for(schema: dict[str, Any], quotes: list[Any]) -> str:
+    """The GBNF grammar of ``schema``, its quote placeholders replaced by their automata."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
 
+    gbnf = json_schema_to_gbnf(json.dumps(schema))
+    return splice_quotes(gbnf, [(str(marker), str(text), bool(empty)) for marker, text, empty in quotes])
+
+
+def _chat(llama: Any, job: dict[str, Any], chat: list[dict[str, str]]) -> list[dict[str, str]]:
     def count_tokens(text: str) -> int:
         return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    chat = fit_to_context(job["chat"], count_tokens, int(job["prompt_budget"]),
+    chat = fit_to_context(chat, count_tokens, int(job["prompt_budget"]),
                           examples=int(job.get("examples") or 0))
-    if job.get("fold_system"):
-        chat = fold_system_into_user(chat)
-    request: dict[str, Any] = {"messages": chat, "max_tokens": int(job["max_tokens"]),
+    return fold_system_into_user(chat) if job.get("fold_system") else chat
+
+
+def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
+                     emit: Callable[[str], None]) -> Generation:
+    llama = loaded.llama
+    request: dict[str, Any] = {"messages": _chat(llama, job, job["chat"]),
+                               "max_tokens": int(job["max_tokens"]),
                                "temperature": float(job.get("temperature") or 0.0),
                                "stream": True}
     if job.get("seed") is not None:
         request["seed"] = int(job["seed"])
     schema = job.get("schema")
+    quotes = job.get("quotes") or []
+    labels = job.get("labels") or {}
     lazy: LazyGrammar | None = None
+    chosen: dict[str, LabelScore] = {}
+    started = time.perf_counter()
     if schema is not None and request["temperature"] == 0.0 and job.get("lazy_grammar", True):
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-        lazy = LazyGrammar(llama, json_schema_to_gbnf(json.dumps(schema)))
+        if labels:
+            chosen = score_labels(loaded, labels, job.get("label_prompts") or {},
+                                  float(job.get("calibration_weight", 1.0)))
+        lazy = LazyGrammar(llama, grammar_for(schema, quotes), LabelChooser(chosen) if chosen else None)
         request["logits_processor"] = [lazy]
+    elif schema is not None and quotes:
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        request["grammar"] = LlamaGrammar.from_string(grammar_for(schema, quotes), verbose=False)
     elif schema is not None:
         request["response_format"] = {"type": "json_object", "schema": schema}
+    label_seconds = time.perf_counter() - started if chosen else 0.0
+
     def stopped() -> bool:
         return cancel.is_set() or (lazy is not None and lazy.failure is not None)
 
@@ -402,7 +347,25 @@ def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading
     if lazy is not None:
         lazy.check()
         result.full_grammar_masks = lazy.full_masks
+    result.labels = {name: score.as_dict(labels[name]) for name, score in chosen.items()}
+    result.label_seconds = label_seconds
     return result
+
+
+def score_labels(loaded: LoadedModel, labels: dict[str, list[Any]], prompts: dict[str, dict[str, str]],
+                 weight: float) -> dict[str, LabelScore]:
+    """Each label's value chosen on its prompt, calibrated against the content-free one
+    (see the module docstring). The caller holds the model's lock."""
+    scorer = loaded.label_scorer()
+    chosen = {}
+    for name, values in labels.items():
+        prompt = prompts.get(name)
+        if not prompt or len(values) < 2:
+            continue
+        raw = scorer.probabilities(prompt["prompt"], values)
+        prior = scorer.prior(prompt["content_free"], values) if weight and prompt.get("content_free") else None
+        chosen[name] = choose(values, raw, prior, weight)
+    return chosen
 
 
 def _stream(llama: Any, request: dict[str, Any], stopped: Callable[[], bool],

@@ -18,6 +18,10 @@ Config (checked when the adapter is built)::
     tool_choice         "auto" (default) | "required"; a call given a tool_choice (the
                         runner's forced last turn) names that function instead
     stream              default true; false for servers that cannot stream at all
+    logprobs            default true: when the answer has labels to score (enum or boolean
+                        output fields), ask for ``logprobs`` and read each label's
+                        probability from them where the server gives them
+                        (``logprob_labels``); false for servers that refuse the parameter
 
 A stream that ends or breaks off before its first chunk while tools were offered
 (llama-cpp-python's server does this for an automatic tool choice, which it cannot
@@ -38,6 +42,7 @@ from typing import Any, ClassVar
 import openai
 
 from ..errors import ErrorCode, ProtocolError
+from ..tools import YIELD_CONTROL
 from . import config_checks as check
 from .base import Message, ModelTurn, TextCallback, ToolCall, ToolSchema
 from .hosted import (
@@ -48,12 +53,14 @@ from .hosted import (
     retryable_status,
     tool_arguments,
 )
+from .logprob_labels import TokenLogprobs, labels_from_logprobs
 from .tool_format import arguments_json, content_text, parameters_schema, tool_description
 
 # base_urls (or "default") seen failing to stream an answer when tools were offered.
 _NO_TOOL_STREAMING: set[str] = set()
 _CONFIG_KEYS = ("model", "temperature", "max_tokens", "seed", "timeout_s", "max_retries",
-                "retry_base_delay_s", "tool_choice", "stream")
+                "retry_base_delay_s", "tool_choice", "stream", "logprobs")
+TOP_LOGPROBS = 5
 _FINISH = {"tool_calls": "tool_calls", "function_call": "tool_calls", "stop": "stop",
            "length": "length", "content_filter": "content_filter"}
 
@@ -78,6 +85,7 @@ class _StreamState:
     output_tokens: int | None = None
     model: str = ""
     finished: bool = False  # a chunk carried a finish_reason
+    logprobs: list[TokenLogprobs] = field(default_factory=list)   # per generated token, if sent
 
     def is_empty(self) -> bool:
         return not (self.finished or self.text_parts or self.calls)
@@ -143,6 +151,8 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
         self.timeout_s = check.timeout_s(adapter, cfg)
         self.tool_choice = check.tool_choice(adapter, cfg)
         self.stream = check.boolean(adapter, cfg, "stream", default=True)
+        self.logprobs = check.boolean(adapter, cfg, "logprobs", default=True)
+        self._labels: dict[str, list[Any]] = {}   # this call's labels to score (see _request)
 
     def _status_failure(self, exc: openai.APIStatusError) -> ProviderFailure:
         status = exc.status_code
@@ -171,6 +181,11 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
             request["max_tokens"] = self.max_tokens
         if self.seed is not None:
             request["seed"] = self.seed
+        answer = next((tool for tool in tools if tool["name"] == YIELD_CONTROL), None)
+        shapes = answer.get("output_shapes") if answer is not None else None
+        self._labels = dict((shapes or {}).get("labels") or {}) if self.logprobs else {}
+        if self._labels:
+            request["logprobs"], request["top_logprobs"] = True, TOP_LOGPROBS
         return request
 
     async def _attempt(self, client: openai.AsyncOpenAI, request: dict[str, Any],
@@ -217,6 +232,7 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
                 state.input_tokens = chunk.usage.prompt_tokens
                 state.output_tokens = chunk.usage.completion_tokens
             for choice in chunk.choices or []:
+                _read_logprobs(choice, state)
                 delta = choice.delta
                 if delta is not None and delta.content:
                     state.text_parts.append(delta.content)
@@ -245,6 +261,7 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
             raise ProtocolError(ErrorCode.TOOL_FAILURE,
                                 f"{self.name} server returned no choices for model {self.model}.")
         choice = response.choices[0]
+        _read_logprobs(choice, state)
         message = choice.message
         if message.content:
             state.text_parts.append(message.content)
@@ -281,6 +298,15 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
         finish = state.finish_reason
         if calls and finish == "stop":
             finish = "tool_calls"
+        scores = labels_from_logprobs(state.logprobs, self._labels) if state.logprobs and self._labels else {}
         return ModelTurn(text=text, tool_calls=calls, input_tokens=input_tokens,
                          output_tokens=output_tokens, model=state.model or self.model,
-                         finish_reason=finish)
+                         finish_reason=finish, label_scores=scores)
+
+
+def _read_logprobs(choice: Any, state: _StreamState) -> None:
+    """The choice's per-token logprobs, when the server sent them."""
+    logprobs = getattr(choice, "logprobs", None)
+    for entry in getattr(logprobs, "content", None) or []:
+        alternatives = [(str(alt.token), float(alt.logprob)) for alt in getattr(entry, "top_logprobs", None) or []]
+        state.logprobs.append((str(entry.token), float(entry.logprob), alternatives))

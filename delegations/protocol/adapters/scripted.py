@@ -11,7 +11,8 @@ Config::
             "tool_calls": [{"name": "...", "arguments": {...}}],
             "usage": {"input_tokens": N, "output_tokens": N},
             "delay_ms": N,
-            "finish": "children"}
+            "finish": "children",
+            "label_scores": {"<field>": {"value": ..., "probability": P, "alternatives": [...]}}}
 
 Each call to :meth:`ScriptedAdapter.complete` plays the next TURN: ``text`` is streamed
 through ``on_text`` in a few chunks, ``delay_ms`` is waited with ``asyncio.sleep`` (so a
@@ -23,6 +24,8 @@ another model call: the adapter reports it as ``ModelTurn.finish_reason == "chil
 (:data:`delegations.protocol.tools.FINISH_WITH_CHILDREN`). It is how a coordinator that
 only fans out is scripted (the benchmarks' W1/W2 workloads). ``prices`` make the runner
 charge a cost (:meth:`ScriptedAdapter.cost_usd`); without them a scripted call is free.
+``label_scores`` play an adapter that scores its labels (``ModelTurn.label_scores``, as the
+local model gives them): without them a scripted model gives no probabilities.
 
 A child spawned by ``delegate_task`` with label X plays ``children[X]``. The config is
 checked once, recursively, when the adapter is built: a bad key raises
@@ -42,7 +45,7 @@ from ..errors import ErrorCode, ProtocolError
 from ..tools import FINISH_WITH_CHILDREN
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema, config_error
 
-TURN_KEYS = frozenset({"text", "tool_calls", "usage", "delay_ms", "finish"})
+TURN_KEYS = frozenset({"text", "tool_calls", "usage", "delay_ms", "finish", "label_scores"})
 CONFIG_KEYS = frozenset({"script", "children", "model", "prices"})
 FINISH_VALUES = frozenset({FINISH_WITH_CHILDREN})
 STREAM_CHUNKS = 3
@@ -114,6 +117,12 @@ def _check_turn(turn: object, path: str) -> None:
         raise config_error("scripted", f"{path}.delay_ms", "must be a number >= 0")
     if "finish" in turn and turn["finish"] not in FINISH_VALUES:
         raise config_error("scripted", f"{path}.finish", f"must be one of {sorted(FINISH_VALUES)}")
+    scores = turn.get("label_scores", {})
+    if not isinstance(scores, dict) or not all(isinstance(score, dict) and "value" in score
+                                               and isinstance(score.get("probability"), int | float)
+                                               for score in scores.values()):
+        raise config_error("scripted", f"{path}.label_scores",
+                           'must map each field to {"value": ..., "probability": 0..1, "alternatives": [...]}')
 
 
 def _compile_turn(turn: dict[str, Any], position: int) -> tuple[ModelTurn, list[str], float]:
@@ -129,7 +138,8 @@ def _compile_turn(turn: dict[str, Any], position: int) -> tuple[ModelTurn, list[
     model_turn = ModelTurn(text=text, tool_calls=calls,
                            input_tokens=usage.get("input_tokens", 0),
                            output_tokens=usage.get("output_tokens", 0),
-                           finish_reason=turn.get("finish", "tool_calls" if calls else "stop"))
+                           finish_reason=turn.get("finish", "tool_calls" if calls else "stop"),
+                           label_scores=dict(turn.get("label_scores") or {}))
     return model_turn, _chunks(text), turn.get("delay_ms", 0) / 1000.0
 
 
@@ -200,7 +210,8 @@ class ScriptedAdapter(ModelAdapter):
         return ModelTurn(text=model_turn.text, tool_calls=list(model_turn.tool_calls),
                          input_tokens=model_turn.input_tokens,
                          output_tokens=model_turn.output_tokens,
-                         model=self.model_name, finish_reason=model_turn.finish_reason)
+                         model=self.model_name, finish_reason=model_turn.finish_reason,
+                         label_scores=dict(model_turn.label_scores))
 
     def replay(self) -> ScriptedAdapter:
         """A new adapter that plays the same (already checked) script from its first turn."""

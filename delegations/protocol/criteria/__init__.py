@@ -9,20 +9,34 @@ not, with a detail saying why.
 """
 
 from .evaluation import (
+    CANNOT_SCORE,
+    LABEL_SCORES,
     CriteriaReport,
     CriterionResult,
     check,
+    criteria_summary,
     evaluate_criteria,
+    label_score,
     locate,
     missing_inputs,
     resolve,
     result_text,
+    unchecked_fields,
 )
-from .forms import GROUNDING_KINDS, TYPE_ALIASES, Criterion, CriterionKind, describe, value_has_type
+from .forms import (
+    GROUNDING_KINDS,
+    TYPE_ALIASES,
+    Criterion,
+    CriterionKind,
+    describe,
+    output_field,
+    value_has_type,
+)
 from .grammar import criterion_issues, parse_criterion
 
 __all__ = [
-    "GROUNDING_KINDS", "TYPE_ALIASES", "CriteriaReport", "Criterion", "CriterionKind", "CriterionResult", "check",
-    "criterion_issues", "describe", "evaluate_criteria", "locate", "missing_inputs", "parse_criterion", "resolve",
-    "result_text", "value_has_type",
+    "CANNOT_SCORE", "GROUNDING_KINDS", "LABEL_SCORES", "TYPE_ALIASES", "CriteriaReport", "Criterion",
+    "CriterionKind", "CriterionResult", "check", "criteria_summary", "criterion_issues", "describe",
+    "evaluate_criteria", "label_score", "locate", "missing_inputs", "output_field", "parse_criterion",
+    "resolve", "result_text", "unchecked_fields", "value_has_type",
 ]

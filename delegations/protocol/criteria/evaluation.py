@@ -20,6 +20,15 @@
   spelling of the source (``279.99`` is in "279,99", "$279.99" and "USD 279.99"); text with
   case, whitespace and quote marks normalised; a currency code is also found by its sign or
   name (USD by "$" or "dollars").
+- ``confident`` reads the probability the model gave the field's value, which the runner
+  puts in the result's ``metrics["labels"]`` from the adapter's scores (never from the
+  model's own words): met at or above ``min``. A model that gives no probabilities cannot
+  meet it: the item says "cannot be checked with this model" (``checkable=False``), so
+  the report never reads all met. A value a person set in review is reported as theirs.
+- Every top-level output field (of the expected output schema) that the result holds and no
+  criterion names is listed in ``fields_unchecked``: the schema alone says a label is one of its values, not
+  that it is the right one. The report's ``summary`` reads "all met" only when every
+  criterion is met and no field is unchecked ("3 of 3 criteria met · 1 field unchecked").
 - Free text that does not parse is reported with ``met=False, checkable=False`` and a
   detail saying it is not machine-checkable (and what the subagent itself claimed for
   it, if anything): the report stays honest instead of trusting self-assessment.
@@ -39,7 +48,7 @@ from pydantic import BaseModel, Field
 from ..errors import ProtocolError
 from ..schemas import validate_instance
 from . import grounding
-from .forms import GROUNDING_KINDS, Criterion, CriterionKind, value_has_type
+from .forms import GROUNDING_KINDS, Criterion, CriterionKind, output_field, value_has_type
 from .grammar import parse_criterion
 
 if TYPE_CHECKING:
@@ -61,10 +70,16 @@ class CriterionResult(BaseModel):
 
 class CriteriaReport(BaseModel):
     items: list[CriterionResult] = Field(default_factory=list)
+    # top-level output fields no criterion checks (only the schema does)
+    fields_unchecked: list[str] = Field(default_factory=list)
 
     @property
     def all_met(self) -> bool:
         return all(item.met for item in self.items)
+
+    @property
+    def summary(self) -> str:
+        return criteria_summary(self.as_dict())
 
     @property
     def checkable_met(self) -> bool:
@@ -75,8 +90,24 @@ class CriteriaReport(BaseModel):
         return [item.criterion for item in self.items if not item.checkable]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"items": [item.as_dict() for item in self.items], "all_met": self.all_met,
-                "checkable_met": self.checkable_met}
+        data = {"items": [item.as_dict() for item in self.items], "all_met": self.all_met,
+                "checkable_met": self.checkable_met, "fields_unchecked": list(self.fields_unchecked)}
+        return {**data, "summary": criteria_summary(data)}
+
+
+def criteria_summary(report: dict[str, Any]) -> str:
+    """How a criteria report reads in one line: "all met" only when every criterion is met
+    and every output field is checked by one; else "2 of 3 criteria met", with "· 1 field
+    unchecked" when a field is left to the schema. Works on stored reports too."""
+    items = [item for item in report.get("items") or [] if isinstance(item, dict)]
+    unchecked = [name for name in report.get("fields_unchecked") or [] if isinstance(name, str)]
+    met = sum(1 for item in items if item.get("met"))
+    if met == len(items) and items and not unchecked:
+        return "all met"
+    text = f"{met} of {len(items)} criteria met"
+    if unchecked:
+        text += f" · {len(unchecked)} field{'s' if len(unchecked) != 1 else ''} unchecked"
+    return text
 
 
 
@@ -460,6 +491,8 @@ def check(criterion: Criterion, result: ResponsePackage, output_schema: dict[str
         return _check_json_schema(criterion, result, output_schema)
     if criterion.kind in GROUNDING_KINDS:
         return _check_grounded(criterion, result, input_data or {})
+    if criterion.kind is CriterionKind.CONFIDENT:
+        return _check_confident(criterion, result)[:2]
     return _CHECKS[criterion.kind](criterion, result)
 
 
@@ -481,12 +514,67 @@ def _self_claim(result: ResponsePackage, text: str) -> str:
     return ""
 
 
+LABEL_SCORES = "labels"   # result.metrics key: per output field, the model's probabilities
+CANNOT_SCORE = "cannot be checked with this model: it gives no probabilities for its answers"
+
+
+def label_score(result: ResponsePackage, path: str) -> dict[str, Any] | None:
+    """The scores the runner recorded for the output field ``path``, if any."""
+    labels = result.metrics.get(LABEL_SCORES) if isinstance(result.metrics, dict) else None
+    score = labels.get(output_field(path)) if isinstance(labels, dict) else None
+    return score if isinstance(score, dict) else None
+
+
+def _check_confident(c: Criterion, result: ResponsePackage) -> tuple[bool, str, bool]:
+    """(met, detail, checkable) for a ``confident`` criterion."""
+    path, minimum = c.params["path"], c.params.get("min")
+    value = resolve(result, path)
+    if value is _MISSING:
+        return False, f"{path} is missing", True
+    score = label_score(result, path)
+    if score is None:
+        return False, f"{path} = {_short(value)}: {CANNOT_SCORE}", False
+    if score.get("reviewed_by"):
+        proposed = score.get("proposed", score.get("value"))
+        how = "confirmed" if proposed == value else f"set (the model proposed {_short(proposed)})"
+        return True, (f"{path} = {_short(value)}, {how} by {score['reviewed_by']} in review; the model's "
+                      f"probability was {_percent(score.get('probability'))}"), True
+    probability = score.get("probability")
+    if not isinstance(probability, int | float) or score.get("value") != value:
+        return False, f"{path} = {_short(value)}: {CANNOT_SCORE}", False
+    others = ", ".join(f"{_short(alt.get('value'))} {_percent(alt.get('probability'))}"
+                       for alt in score.get("alternatives") or [] if isinstance(alt, dict))
+    ok = isinstance(minimum, int | float) and 0 <= minimum <= 1 and probability >= minimum
+    detail = (f"{path} = {_short(value)} with probability {_percent(probability)} "
+              f"({'at least' if ok else 'below'} {_percent(minimum)})" + (f"; alternatives {others}" if others else ""))
+    return ok, detail, True
+
+
+def _percent(value: object) -> str:
+    return f"{value * 100:.0f} %" if isinstance(value, int | float) and not isinstance(value, bool) else "unknown"
+
+
+def unchecked_fields(criteria: list[Criterion], output_schema: dict[str, Any] | None,
+                     payload: object = None) -> list[str]:
+    """The output schema's top-level fields that the result holds (all of them without a
+    ``payload``) and none of ``criteria`` names: an optional field left out holds nothing
+    to be wrong about."""
+    properties = output_schema.get("properties") if isinstance(output_schema, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    named = {output_field(path) for criterion in criteria
+             if criterion.kind is not CriterionKind.WORDS_ABSENT and (path := criterion.field_path)}
+    held = payload if isinstance(payload, dict) else properties
+    return [name for name in properties if name not in named and name in held]
+
+
 def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, Any]],
                       output_schema: dict[str, Any] | None = None,
                       input_data: dict[str, Any] | None = None) -> CriteriaReport:
     """Check ``result`` against every criterion; every one is reported (met + detail).
     ``input_data`` is what the run was given, which grounding criteria check against."""
     items: list[CriterionResult] = []
+    parsed: list[Criterion] = []
     for index, raw in enumerate(criteria):
         label = _label(raw)
         try:
@@ -501,9 +589,16 @@ def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, An
                 detail="not machine-checkable: no check could be read from this text"
                        + _self_claim(result, label)))
             continue
+        parsed.append(criterion)
+        checkable = True
         try:
-            met, detail = check(criterion, result, output_schema, input_data)
+            if criterion.kind is CriterionKind.CONFIDENT:
+                met, detail, checkable = _check_confident(criterion, result)
+            else:
+                met, detail = check(criterion, result, output_schema, input_data)
         except (ProtocolError, re.error, TypeError, ValueError, RecursionError) as exc:
             met, detail = False, f"could not be checked: {exc}"
-        items.append(CriterionResult(criterion=label, kind=criterion.kind.value, met=met, detail=detail))
-    return CriteriaReport(items=items)
+        items.append(CriterionResult(criterion=label, kind=criterion.kind.value, met=met, detail=detail,
+                                     checkable=checkable))
+    return CriteriaReport(items=items,
+                          fields_unchecked=unchecked_fields(parsed, output_schema, result.output_payload))

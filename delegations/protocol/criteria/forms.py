@@ -18,7 +18,14 @@
     {"kind": "one_of_input", "path": "currency", "source": "order.currency"}   # input's values
     {"kind": "words_absent", "words_of": "question", "source": "context",
      "when": {"path": "found", "value": false}}              # found: false only when plausible
+    {"kind": "confident", "path": "sentiment", "min": 0.8}   # the model chose this label (an
+                                                             #   enum or boolean output field) with
+                                                             #   a probability of at least 0.8
     {"text": "Word count > 500"}                             # parsed like free text (grammar)
+
+Any structured criterion may add ``"review": true``: a result that fails only criteria so
+marked (and ``confident`` ones, which always are) is put to a person to confirm or correct,
+instead of being sent back to the model.
 
 A malformed one (unknown kind, missing pattern, bad regex...) raises
 ``ProtocolError(ERR_INVALID_PACKET)`` naming the field.
@@ -52,6 +59,7 @@ class CriterionKind(StrEnum):
     QUOTED_FROM = "quoted_from"
     ONE_OF_INPUT = "one_of_input"
     WORDS_ABSENT = "words_absent"
+    CONFIDENT = "confident"
 
 
 # Criteria that check an answer against the run's input_data (its ``source``), so that a
@@ -69,9 +77,26 @@ class Criterion(BaseModel):
     kind: CriterionKind
     params: dict[str, Any] = Field(default_factory=dict)
     text: str = ""
+    # when only criteria marked so fail, a person reviews the result instead of the model
+    # correcting it (a ``confident`` criterion always is: sampling again gives the same guess)
+    review: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), **self.params}
+        return {"kind": str(self.kind), **self.params, **({"review": True} if self.review else {})}
+
+    @property
+    def field_path(self) -> str | None:
+        """The output field the criterion checks, when it names one."""
+        path = self.params.get("path") or self.params.get("field")
+        return path if isinstance(path, str) and path else None
+
+
+def output_field(path: str) -> str:
+    """The top-level output field a criterion path names (``output_payload.a.b`` -> ``a``)."""
+    for prefix in ("output_payload.", "result.output_payload."):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    return re.split(r"[.\[]", path, maxsplit=1)[0]
 
 
 # Type names a criterion may use -> the JSON type they mean.
@@ -196,11 +221,32 @@ def structured_criterion(spec: dict[str, Any], field: str) -> Criterion:
         params["paths"] = paths
     elif kind in GROUNDING_KINDS:
         _grounding_params(kind, spec, field, issues, params)
+    elif kind is CriterionKind.CONFIDENT:
+        params["path"] = _str_param(spec, path_key, field, issues, required=True)
+        params["min"] = _probability(spec, field, issues)
+    review = spec.get("review", kind is CriterionKind.CONFIDENT)
+    if not isinstance(review, bool):
+        issues.append(Issue(f"{field}.review", f"expected true or false; got {review!r}"))
     if issues:
         raise ProtocolError(ErrorCode.INVALID_PACKET, f"{issues[0].field}: {issues[0].message}",
                             issues=issues)
     text = spec.get("text") if isinstance(spec.get("text"), str) else None
-    return Criterion(kind=kind, params=params, text=text or describe(kind, params))
+    return Criterion(kind=kind, params=params, text=text or describe(kind, params),
+                     review=review is True or kind is CriterionKind.CONFIDENT)
+
+
+def _probability(spec: dict[str, Any], field: str, issues: list[Issue]) -> float | None:
+    value = spec.get("min", spec.get("probability"))
+    if value is None:
+        issues.append(Issue(f"{field}.min", "min is required for a confident criterion: the lowest "
+                                            "probability to accept, between 0 and 1 (e.g. 0.8)"))
+        return None
+    number = _num_param({"min": value}, "min", field, issues)
+    if number is not None and not 0 <= number <= 1:
+        issues.append(Issue(f"{field}.min", f"expected a probability between 0 and 1; got {value!r} "
+                                            "(write 80% as 0.8)"))
+        return None
+    return float(number) if number is not None else None
 
 
 def _grounding_params(kind: CriterionKind, spec: dict[str, Any], field: str, issues: list[Issue],
@@ -223,6 +269,8 @@ def describe(kind: CriterionKind, params: dict[str, Any]) -> str:
     """A one-line reading of a structured criterion, for reports and the UI."""
     if kind in GROUNDING_KINDS:
         return _grounding_text(kind, params)
+    if kind is CriterionKind.CONFIDENT:
+        return f"`{params.get('path')}` is chosen with a probability of at least {params.get('min'):g}"
     body = ", ".join(f"{key}={value!r}" for key, value in params.items()
                      if value is not None and key != "schema")
     return f"{kind.value}({body})"

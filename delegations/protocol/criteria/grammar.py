@@ -25,6 +25,8 @@ the first rule that matches wins:
   "evidence is a quote of review", "`currency` is one of the values of `order.currency`",
   "the key words of `question` are not all in `context`"; each may start with
   "When `found` is true, " (checked only for results whose field has that value).
+- ``confident``: "`sentiment` is chosen with a probability of at least 0.8", "`verdict` has
+  a probability of at least 90%", "the model is at least 80% sure of `found`".
 - ``field``: "`price` is a number", "price: integer", "currency is present",
   "Return a float value" (some value of that type anywhere in output_payload),
   "Return a number for price", "Specify currency" / "Include a timestamp" (a key of that
@@ -161,6 +163,15 @@ _ONE_OF_INPUT = re.compile(r"^(?:the\s+)?(?P<path>" + _PATH + r")\s+(?:must\s+|s
 _WORDS_ABSENT = re.compile(r"^(?:the\s+)?(?:key\s+)?words of\s+(?P<words>" + _PATH + r")\s+are\s+not\s+"
                            r"(?:all\s+)?(?:found\s+)?in\s+(?:the\s+)?(?:input\s+)?(?P<source>" + _PATH + r")$",
                            _FLAGS)
+
+_PROBABILITY = r"(?P<n>" + _NUM + r")\s*(?P<pct>%|percent)?"
+_CONFIDENT = re.compile(
+    r"^(?:the\s+)?(?P<path>" + _PATH + r")\s+(?:is\s+chosen\s+with|has|is\s+given\s+with)\s+(?:a\s+)?"
+    r"(?:calibrated\s+)?(?:probability|confidence)\s+(?:of\s+)?(?:at least|>=|≥|no less than)\s+"
+    + _PROBABILITY + r"$", _FLAGS)
+_CONFIDENT_SURE = re.compile(
+    r"^(?:the\s+)?(?:model|subagent)\s+is\s+(?:at least\s+)?" + _PROBABILITY
+    + r"\s+(?:sure|confident|certain)\s+(?:of|about)\s+(?:the\s+)?(?P<path>" + _PATH + r")$", _FLAGS)
 
 # Nouns that name no checkable field: "Provide details", "Return the result".
 _VAGUE_NAMES = frozenset({
@@ -413,6 +424,15 @@ def _parse_grounding(text: str) -> Criterion | None:
     return None
 
 
+def _parse_confident(text: str) -> Criterion | None:
+    match = _CONFIDENT.match(text) or _CONFIDENT_SURE.match(text)
+    if not match:
+        return None
+    number = float(_number(match["n"]))
+    return Criterion(kind=CriterionKind.CONFIDENT, text=text, params={
+        "path": _clean_path(match["path"]), "min": number / 100 if match["pct"] else number})
+
+
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> Criterion | None:
     line = " ".join(text.split()).rstrip(".!;").strip()
@@ -422,13 +442,18 @@ def _parse_text(text: str) -> Criterion | None:
         return Criterion(kind=CriterionKind.TESTS_PASS, params={}, text=text)
     if (_SCHEMA_WORD.search(line) and _SCHEMA_VERB.search(line)) or _VALID_JSON.match(line):
         return Criterion(kind=CriterionKind.JSON_SCHEMA, params={}, text=text)
-    for parser in (_parse_grounding, _parse_word_count, _parse_evidence, _parse_files, _parse_regex, _parse_range,
-                   _parse_equals, _parse_field):
+    for parser in (_parse_confident, _parse_grounding, _parse_word_count, _parse_evidence, _parse_files,
+                   _parse_regex, _parse_range, _parse_equals, _parse_field):
         criterion = parser(line)
         if criterion is not None:
-            # Through the structured path so free text and dicts carry the same params.
-            return structured_criterion({"kind": criterion.kind.value, **criterion.params,
-                                         "text": text}, "criterion")
+            try:
+                # Through the structured path so free text and dicts carry the same params.
+                return structured_criterion({"kind": criterion.kind.value, **criterion.params,
+                                             "text": text}, "criterion")
+            except ProtocolError:
+                # free text never raises: a probability outside 0-1 reads as written, is
+                # never met, and lint names it (CONFIDENCE_OUT_OF_RANGE)
+                return criterion.model_copy(update={"review": True})
     return None
 
 

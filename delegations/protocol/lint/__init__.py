@@ -75,19 +75,21 @@ __all__ = [
 def lint_packet(packet: HandoffPacket | dict[str, Any] | str,
                 parent: HandoffPacket | dict[str, Any] | str | None = None, *,
                 payload_limit_bytes: int = 65536, max_depth: int | None = None,
-                approval_required: Iterable[str] | None = None) -> list[Finding]:
+                approval_required: Iterable[str] | None = None,
+                input_schema: dict[str, Any] | None = None) -> list[Finding]:
     """Every finding for ``packet`` (see :data:`CHECKS`), errors first, deterministic.
 
     ``parent`` enables the chain checks (depth, nesting, budget, timeout, capabilities,
     feature name). Budgets are compared with ``parent.budget`` as given: a runner that has
     metered the parent passes a copy whose budget is what is left
     (``budgets.remaining``). ``max_depth`` is the server's limit, ``approval_required`` its set of
-    approval-required capabilities (default: network_outbound, file_delete, financial_tx).
+    approval-required capabilities (default: network_outbound, file_delete, financial_tx);
+    ``input_schema`` the skill's, which says what inputs exist (a criterion's ``source``).
     Packets given as dict/JSON are parsed first (ProtocolError when invalid).
     """
     packet = parse_packet(packet)
     parent_packet = parse_packet(parent) if parent is not None else None
-    lint = LintContext(packet, parent_packet)
+    lint = LintContext(packet, parent_packet, input_schema)
     check_depth(lint, max_depth)
     if parent_packet is not None:
         check_parent_scope(lint, parent_packet)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..packet import BASE_PARAM_FIELDS, ROLE_PARAMS_FIELDS, HandoffPacket
 from .findings import CHECKS, Finding
 
@@ -16,9 +18,11 @@ class LintContext:
     agloop base parameter other than ``task_id``.
     """
 
-    def __init__(self, packet: HandoffPacket, parent: HandoffPacket | None) -> None:
+    def __init__(self, packet: HandoffPacket, parent: HandoffPacket | None,
+                 input_schema: dict[str, Any] | None = None) -> None:
         self.packet = packet
         self.parent = parent
+        self.input_schema = input_schema   # the skill's, when a skill gives one
         self.findings: list[Finding] = []
         self.role = str(packet.subagent_type) if packet.subagent_type is not None else None
         # the packet's field values, read directly: lint_packet runs on every delegation

@@ -15,13 +15,16 @@ import json
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import to_json
 
 from ..budgets import exceeds
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, KNOWN_CAPABILITIES
-from ..criteria import missing_inputs, parse_criterion
+from ..criteria import GROUNDING_KINDS, CriterionKind, missing_inputs, output_field, parse_criterion
+from ..criteria.grounding import FETCHED_PAGES
+from ..criteria.shaping import label_values
 from ..errors import ProtocolError
 from ..packet import ROLE_PARAMS_FIELDS, CriticParams, HandoffPacket, PlannerParams, TaskParams
 from .context import LintContext, is_blank
@@ -136,11 +139,64 @@ def check_criteria(lint: LintContext) -> None:
             lint.add("VAGUE_CRITERIA", field, (
                 "This criterion is not machine-verifiable; give it a kind (json_schema, "
                 "field, regex, word_count, equals, range, evidence, files_modified)."))
+    _check_criteria_targets(lint)
     for name in missing_inputs(packet.success_criteria, packet.input_data):
         lint.add("GROUNDING_INPUT_MISSING", f"input_data.{name}", (
             f"A success criterion checks the answer against input_data.{name}, which is not "
             f"given: give {name}, or the run will fail with ERR_INSUFFICIENT_CONTEXT whatever "
             "the subagent answers."))
+
+def _check_criteria_targets(lint: LintContext) -> None:
+    """What a criterion names must exist: ``confident`` an enum or boolean output field with
+    a probability between 0 and 1; a grounding criterion's ``source`` an input the skill's
+    input schema declares or the packet's ``allowed_inputs`` list (or gives). Without
+    either, an input not given is GROUNDING_INPUT_MISSING's warning: the run then fails
+    with ERR_INSUFFICIENT_CONTEXT naming it."""
+    packet = lint.packet
+    properties = (packet.expected_output_schema or {}).get("properties")
+    declared = (lint.input_schema or {}).get("properties") if lint.input_schema else None
+    known = isinstance(declared, dict) or packet.allowed_inputs is not None
+    inputs = set(declared) if isinstance(declared, dict) else set()
+    inputs |= set(packet.input_data) | set(packet.allowed_inputs or ())
+    for index, raw in enumerate(packet.success_criteria):
+        field = f"success_criteria[{index}]"
+        try:
+            criterion = parse_criterion(raw, field)
+        except ProtocolError:
+            continue   # reported above (INVALID_CRITERION)
+        if criterion is None:
+            continue
+        if criterion.kind is CriterionKind.CONFIDENT:
+            _check_confident(lint, field, criterion.params, properties)
+        elif criterion.kind in GROUNDING_KINDS and known:
+            for key in ("source", "words_of"):
+                source = criterion.params.get(key)
+                top = source.split(".")[0].split("[")[0] if isinstance(source, str) else None
+                if top and top != FETCHED_PAGES and top not in inputs:
+                    names = ", ".join(sorted(inputs)) or "none"
+                    lint.add("CRITERION_SOURCE_UNKNOWN", field, (
+                        f"This criterion checks the answer against the input `{source}`, which this "
+                        f"delegation has no input named (its inputs: {names}). Name one of them."))
+
+
+def _check_confident(lint: LintContext, field: str, params: dict[str, Any], properties: Any) -> None:
+    path, minimum = str(params.get("path") or ""), params.get("min")
+    if not isinstance(minimum, int | float) or not 0 <= minimum <= 1:
+        lint.add("CONFIDENCE_OUT_OF_RANGE", field, (
+            f"The lowest probability for `{path}` must be between 0 and 1 (got {minimum!r}); "
+            "write 80% as 0.8."))
+    name = output_field(path)
+    spec = properties.get(name) if isinstance(properties, dict) else None
+    if spec is None:
+        lint.add("CONFIDENT_NOT_A_LABEL", field, (
+            f"A confident criterion needs `{name}` to be an output field with a few allowed values, "
+            "and the expected output schema has no such field; add it as an enum or a boolean."))
+    elif not label_values(spec):
+        lint.add("CONFIDENT_NOT_A_LABEL", field, (
+            f"`{name}` is not a label (an enum or a boolean output field), so no model can give a "
+            f"probability for its value; use confident on a label, or another kind of criterion "
+            "for this field."))
+
 
 # -- payload bloat, implicit state, the contract's parts, capabilities ---------------------
 

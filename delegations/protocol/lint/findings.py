@@ -53,6 +53,11 @@ CHECKS: dict[str, tuple[Severity, str]] = {
     # the agloop delegation protocol's checks 4, 2, 3, 10
     "CRITERIA_MISSING": (_E, "An executor or verifier delegation has no acceptance criteria "
                             "(agloop check 4): there is nothing to verify against."),
+    "CONFIDENCE_OUT_OF_RANGE": (_E, "A confident criterion's lowest probability is not between 0 and 1."),
+    "CONFIDENT_NOT_A_LABEL": (_E, "A confident criterion names an output field that is not an enum or a "
+                                  "boolean: no model can give a probability for it."),
+    "CRITERION_SOURCE_UNKNOWN": (_E, "A criterion checks the answer against an input the delegation does not "
+                                     "have (not in its skill's input schema, nor given)."),
     "INVALID_CRITERION": (_E, "A structured success criterion is malformed and cannot be "
                              "evaluated."),
     "FEATURE_NAME_NOT_VERBATIM": (_E, "feature_name differs from the root's original user "

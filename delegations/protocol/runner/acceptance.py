@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..budgets import Budget, narrow
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, issue_token, narrow_capabilities
+from ..criteria import CriterionKind, parse_criterion
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..lint import Finding, Severity, rejection_message
 from ..packet import HandoffPacket, SubagentType, parse_packet
@@ -61,6 +62,31 @@ def merge_skill(packet: HandoffPacket, skill: SkillManifest) -> HandoffPacket:
         with contextlib.suppress(ValueError):
             update["subagent_type"] = SubagentType(kind)
     return packet.model_copy(update=update) if update else packet
+
+
+# A verifier's verdict is the label its whole job is: a PASS the model is unsure of goes to
+# a person (criteria kind ``confident``) instead of reading as checked.
+VERIFIER_CONFIDENCE = 0.7
+
+
+def with_role_criteria(packet: HandoffPacket) -> HandoffPacket:
+    """The packet with the criteria its role always carries: a verifier whose output has a
+    ``verdict`` label is held to choosing it with a probability of at least
+    :data:`VERIFIER_CONFIDENCE` (unless a criterion of its own already names the verdict's
+    confidence)."""
+    if packet.subagent_type is not SubagentType.VERIFIER:
+        return packet
+    properties = (packet.expected_output_schema or {}).get("properties") or {}
+    verdict = properties.get("verdict") if isinstance(properties, dict) else None
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("enum"), list):
+        return packet
+    for raw in packet.success_criteria:
+        with contextlib.suppress(ProtocolError):
+            parsed = parse_criterion(raw)
+            if parsed is not None and parsed.kind is CriterionKind.CONFIDENT and parsed.field_path == "verdict":
+                return packet
+    criterion = {"kind": "confident", "path": "verdict", "min": VERIFIER_CONFIDENCE}
+    return packet.model_copy(update={"success_criteria": [*packet.success_criteria, criterion]})
 
 
 def approval_required(base: frozenset[str], skill: SkillManifest | None) -> frozenset[str]:

@@ -42,6 +42,7 @@ def checkpoint_of(run: ActiveRun, *, parked: ApprovalRequest | None = None,
         "pending_tool_calls": list(turn.dicts) if turn is not None else [],
         "pending_finish": turn.finish if turn is not None else "",
         "completed": dict(turn.completed) if turn is not None else {},
+        "pending_scores": dict(turn.scores) if turn is not None else {},
         "children": dict(run.family.children),
         "capabilities": list(scope.capabilities), "capability_token": scope.token,
         "always_allowed": dict(scope.always_allowed),
@@ -110,7 +111,8 @@ def restore(checkpoint: Checkpoint, parent: ActiveRun | None, adapter: ModelAdap
         chat.turn = Turn(
             text=checkpoint.pending_text, dicts=list(checkpoint.pending_tool_calls),
             calls=[ToolCall(d["id"], d["name"], d.get("arguments") or {}) for d in checkpoint.pending_tool_calls],
-            finish=checkpoint.pending_finish, completed=dict(checkpoint.completed))
+            finish=checkpoint.pending_finish, completed=dict(checkpoint.completed),
+            scores=dict(checkpoint.pending_scores))
 
     attempts = run.attempts
     attempts.correction_used = checkpoint.correction_used

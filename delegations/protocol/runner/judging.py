@@ -7,7 +7,11 @@ exactly one self-correction turn (the hand-off protocol's recovery), then the ru
 FAILED with ERR_INVALID_RESULT, or, with ``RunnerSettings.invalid_result_inbox``, is put
 to a person (kind ``invalid_result``): accept it as PARTIAL_COMPLETION, retry with a fresh
 context, or fail. ``BLOCKED_AWAITING_CLARIFICATION`` asks a person (kind
-``clarification``) and the answer continues the same run. A FAILURE with an agloop failed
+``clarification``) and the answer continues the same run. A result whose only unmet criteria
+are review criteria (``confident``, or marked ``review``) goes to a person instead of the
+self-correction turn (``review.py``): confirmed or corrected, it completes the run with
+the person's value. The adapter's label scores are put in the result's
+``metrics["labels"]`` before it is checked (``confident`` reads them). A FAILURE with an agloop failed
 reason follows the retry table (``errors.recovery_for``): a retried one starts a fresh
 context with ``previous_failure`` attached, at most ``min(rule.max_retries,
 RunnerSettings.retry_limit)`` times. PARTIAL_COMPLETION ends COMPLETE with a warning.
@@ -32,6 +36,7 @@ from .fetched import fetched_pages
 from .prompt import initial_messages
 from .questions import Questions
 from .reporting import Reporter
+from .review import Review, review_items, with_label_scores
 from .settings import RunnerSettings
 from .state import ActiveRun
 
@@ -86,6 +91,7 @@ class Judge:
         self.settings = settings
         self.reporter = reporter
         self.questions = questions
+        self.review = Review(reporter, questions)
 
     async def conclude(self, run: ActiveRun, answer: object, yield_call: ToolCall | None,
                        triggered: bool) -> bool:
@@ -98,7 +104,15 @@ class Judge:
                 return await self._clarify(run, result, yield_call)
             if result.status is ResultStatus.FAILURE:
                 return await self._failed(run, result)
-            criteria, problems = check_result(result, packet, fetched_pages(run.chat.messages))
+            turn = run.chat.turn
+            result = with_label_scores(result, turn.scores if turn is not None else {})
+            fetched = fetched_pages(run.chat.messages)
+            criteria, problems = check_result(result, packet, fetched)
+            unsure = review_items(packet, criteria, problems)
+            if unsure:
+                assert criteria is not None
+                return await self.review.ask(run, result, criteria, unsure,
+                                             lambda reviewed: check_result(reviewed, packet, fetched))
         if not problems:
             assert result is not None
             if result.status is ResultStatus.PARTIAL_COMPLETION:

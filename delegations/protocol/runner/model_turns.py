@@ -30,6 +30,7 @@ from ..events import EventType
 from ..pricing import PriceTable, cost_usd, normalize_prices
 from ..tool_schemas import MODEL_TOOLS
 from ..tools import YIELD_CONTROL
+from .decoding import shaped_tools
 from .fetched import step_for
 from .questions import Questions
 from .reporting import Emit, Reporter
@@ -69,19 +70,20 @@ class ModelTurns:
         chat.iteration += 1
         stream = _TextStream(self.reporter.emit, run.run_id, self.settings)
         started = time.perf_counter()
+        tools = shaped_tools(run, run.scope.tools)
         if last is not None:
-            offered = [tool for tool in run.scope.tools if tool["name"] == YIELD_CONTROL]
+            offered = [tool for tool in tools if tool["name"] == YIELD_CONTROL]
             turn = await run.adapter.complete(
                 list(chat.messages), offered or [MODEL_TOOLS[YIELD_CONTROL]], on_text=stream.feed,
                 tool_choice=YIELD_CONTROL)
         elif (step := step_for(run)) is not None:
             # a run judged on the pages it fetches: fetch, then answer (fetched.py)
-            offered = [tool for tool in run.scope.tools if tool["name"] == step]
+            offered = [tool for tool in tools if tool["name"] == step]
             turn = await run.adapter.complete(list(chat.messages), offered, on_text=stream.feed,
                                               tool_choice=step)
         else:
             # tool_choice is left out: adapters written before it existed keep working
-            turn = await run.adapter.complete(list(chat.messages), run.scope.tools, on_text=stream.feed)
+            turn = await run.adapter.complete(list(chat.messages), tools, on_text=stream.feed)
         await stream.flush()
         duration_ms = (time.perf_counter() - started) * 1000.0
         model = turn.model or run.adapter.model_name
@@ -98,7 +100,7 @@ class ModelTurns:
             message["tool_calls"] = dicts
         chat.messages.append(message)
         chat.turn = Turn(text=turn.text, calls=list(calls), dicts=dicts, finish=turn.finish_reason,
-                         forced=last[0] if last is not None else "")
+                         forced=last[0] if last is not None else "", scores=dict(turn.label_scores))
         await self.reporter.emit(run.run_id, _MODEL_CALL, {
             "iteration": chat.iteration, "model": model, "input_tokens": turn.input_tokens,
             "output_tokens": turn.output_tokens, "cost_usd": cost,

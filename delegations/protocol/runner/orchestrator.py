@@ -36,6 +36,7 @@ from .acceptance import (
     rejection,
     root_scope,
     settle_limits,
+    with_role_criteria,
 )
 from .checkpointing import restore
 from .children import Children, children_result
@@ -284,11 +285,16 @@ class Runner:
             return False
         packet = scope.packet
         assert packet is not None
+        if (with_role := with_role_criteria(packet)) is not packet:
+            scope.replace_packet(with_role)
+            packet = with_role
         scope.approval_required = approval_required(
             run.parent.scope.approval_required if run.parent is not None else self.settings.approval_required,
             scope.skill)
         findings = lint_packet(scope.requested or packet, scope.parent_view, max_depth=self.settings.max_depth,
-                               approval_required=scope.approval_required, **self._lint_limits)
+                               approval_required=scope.approval_required,
+                               input_schema=scope.skill.input_schema if scope.skill is not None else None,
+                               **self._lint_limits)
         scope.max_depth = min(packet.max_depth, self.settings.max_depth)
         scope.findings = findings
         error = rejection(findings, input_issues(scope.skill, packet))

@@ -54,6 +54,8 @@ class Scope:
     # tools a person allowed for the rest of this run and its subagents: tool -> who decided
     always_allowed: dict[str, str] = field(default_factory=dict)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    # the last tools offered with their output shapes, by what they were built from (decoding.py)
+    shaped: tuple[Any, list[dict[str, Any]]] | None = None
     _packet_dict: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _budget_dict: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
@@ -94,6 +96,8 @@ class Turn:
     # the limit that made this the run's last model call allowed (only yield_control was
     # offered): "max_iterations", "max_model_calls", "max_tokens", "max_cost_usd"; else ""
     forced: str = ""
+    # the adapter's scores of the answer's labels (ModelTurn.label_scores), by output field
+    scores: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

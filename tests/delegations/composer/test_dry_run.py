@@ -81,7 +81,11 @@ def test_a_scripted_dry_run_runs_only_that_node_and_meets_its_criteria(
     assert "planned_children" not in run.packet and not run.children.exists()
     assert run.result["output_payload"] == {"answer": 1, "sure": True}
     assert run.criteria_report["all_met"]
-    assert "all met" in page(client.get(response["Location"]))
+    # its one criterion is the schema's, which checks no field's value: the page says so
+    shown = page(client.get(response["Location"]))
+    assert "1 of 1 criteria met · 2 fields unchecked" in shown
+    assert 'data-unchecked-field="answer"' in shown and 'data-unchecked-field="sure"' in shown
+    assert "</span>: not checked" in shown
 
 
 @pytest.mark.django_db

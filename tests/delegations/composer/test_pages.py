@@ -204,6 +204,25 @@ def test_a_vague_criterion_is_flagged_and_a_measurable_one_is_not(composer_clien
     assert "VAGUE_CRITERIA" not in _lint(composer_client, success_criteria_text="Word count > 50")
 
 
+def test_a_confident_criterion_is_checked_as_it_is_typed(composer_client):
+    from django.core.management import call_command
+
+    call_command("load_builtin_skills", verbosity=0)
+    start = composer_client.get(f"{NEW}?skill=review-sentiment")
+    base = {"goal": "Classify the review.", "input__review": "Loud but quick.",
+            "criterion-0-kind": "confident", "criterion-0-path": "evidence", "criterion-0-min": "0.8"}
+    text = page(composer_client.post(LINT, form_data(start, **base)))
+    assert "CONFIDENT_NOT_A_LABEL" in text and "`evidence` is not a label" in text
+    text = page(composer_client.post(LINT, form_data(start, **{**base, "criterion-0-path": "sentiment",
+                                                                  "criterion-0-min": "80"})))
+    assert "expected a probability between 0 and 1; got 80" in text
+    text = page(composer_client.post(LINT, form_data(start, **{
+        **base, "criterion-0-kind": "quoted_from", "criterion-0-source": "reviews"})))
+    assert "CRITERION_SOURCE_UNKNOWN" in text and "its inputs: review" in text
+    packet = checked_packet(composer_client.post(LINT, form_data(start, **{**base, "criterion-0-path": "sentiment"})))
+    assert {"kind": "confident", "path": "sentiment", "min": 0.8} in packet["success_criteria"]
+
+
 def test_the_check_shows_the_review_depth_and_its_reason(composer_client):
     text = _lint(composer_client)
     assert "Review depth:" in text

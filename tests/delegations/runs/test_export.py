@@ -122,7 +122,7 @@ def test_the_import_page_takes_an_uploaded_file_or_a_pasted_export(composer: Any
 
     html = composer_client.get(pasted.url).content.decode()
     assert "coordinator" in html and "Option b is the fastest." in html
-    assert "Include at least 2 sources" in html and "not all met" in html
+    assert "Include at least 2 sources" in html and "criteria met" in html and ">all met<" not in html
     assert "Approval requested: Delete stale.txt" in html and "Message from carol" in html
     # the link to the subagent stays inside the record
     assert f'href="?run={run.children.get().pk}"' in html

@@ -127,7 +127,8 @@ async def test_a_skill_streams_to_completed_with_a_schema_valid_artifact(
     package = as_dict(artifact)["parts"][0]["data"]
     jsonschema.validate(package["output_payload"], output_schema)
     assert package["output_payload"] == {"price": 2.5, "currency": "EUR"}
-    assert "criteriaReport" in as_dict(artifact)["metadata"]
+    report = as_dict(artifact)["metadata"]["criteriaReport"]
+    assert report["fields_unchecked"] == ["price", "currency"] and report["summary"].endswith("· 2 fields unchecked")
     run_id = events[0].task.id
     assert seqs(events) == logged_seqs(live_url, composer_api, run_id)   # no event missing
 

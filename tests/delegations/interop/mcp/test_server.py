@@ -66,7 +66,7 @@ def test_find_and_describe_a_skill(site: dict[str, Any]) -> None:
     found = structured(tool(site["url"], site["composer"], "find_skills", {"text": "review sentiment"}))
     assert [s["name"] for s in found["skills"]] == ["review-sentiment"]
     described = structured(tool(site["url"], site["composer"], "describe_skill", {"name": "review-sentiment"}))
-    assert described["version"] == "1.1.0" and described["versions"] == ["1.1.0", "1.0.0"]
+    assert described["version"] == "1.2.0" and described["versions"] == ["1.2.0", "1.1.0", "1.0.0"]
     assert described["input_schema"]["required"] == ["review"]
     assert described["examples"][0]["output"]["sentiment"] == "negative"
 
@@ -78,10 +78,14 @@ def test_a_built_in_skill_runs_to_a_schema_valid_result(site: dict[str, Any]) ->
     assert started["page_url"] == f"{site['url']}/runs/{started['run_id']}/"
     ended = _wait(site, started["run_id"])
     assert ended["state"] == "COMPLETE", ended
-    schema = Skill.objects.get(name="review-sentiment", version="1.1.0").output_schema
+    schema = Skill.objects.get(name="review-sentiment", version="1.2.0").output_schema
     jsonschema.validate(ended["result"]["output_payload"], schema)
     assert ended["result"]["output_payload"] == SENTIMENT
     assert Run.objects.get(pk=started["run_id"]).owner == site["composer_user"]
+    # a scripted model gives no probabilities: its sentiment is not shown as checked
+    report = ended["criteria_report"]
+    assert report["summary"] == "1 of 2 criteria met" and "cannot be checked with this model" in \
+        report["items"][1]["detail"]
 
 
 def test_a_run_that_needs_the_network_parks_until_an_approver_decides_in_the_inbox(site: dict[str, Any]) -> None:
@@ -258,11 +262,11 @@ def test_skill_manifests_and_run_records_are_resources(site: dict[str, Any]) -> 
 
     async def job(client: Any) -> Any:
         listed = await client.list_resources()
-        manifest = await client.read_resource("handoff://skills/review-sentiment/1.1.0/manifest")
+        manifest = await client.read_resource("handoff://skills/review-sentiment/1.2.0/manifest")
         record = await client.read_resource(f"handoff://runs/{run_id}")
         return listed, manifest, record
     listed, manifest, record = call(site["url"], site["composer"], job)
-    assert "handoff://skills/review-sentiment/1.1.0/manifest" in {str(r.uri) for r in listed.resources}
+    assert "handoff://skills/review-sentiment/1.2.0/manifest" in {str(r.uri) for r in listed.resources}
     assert json.loads(manifest.contents[0].text)["skill_name"] == "review-sentiment"
     assert json.loads(record.contents[0].text)["run_id"] == run_id
     hidden = raw(site["url"], {"jsonrpc": "2.0", "id": 9, "method": "resources/read",
@@ -291,7 +295,7 @@ def test_a_client_of_the_2025_revisions_starts_and_reads_a_run(site: dict[str, A
     assert version.startswith("2025-") and capabilities.resources is not None
     assert "wait_for_run" in {t.name for t in tools.tools}
     assert started["state"] in {"PENDING", "ACCEPTED", "WORKING"}
-    assert any(str(r.uri).endswith("review-sentiment/1.1.0/manifest") for r in resources.resources)
+    assert any(str(r.uri).endswith("review-sentiment/1.2.0/manifest") for r in resources.resources)
     assert _wait(site, started["run_id"])["state"] == "COMPLETE"
 
 
@@ -328,7 +332,7 @@ def test_each_skill_is_a_tool_whose_hints_follow_what_its_runs_may_do(site: dict
     assert "waits for a person's approval" in cleanup.description
     started = structured(tool(site["url"], site["composer"], "run_skill.review-sentiment", {
         "input": REVIEW, "adapter": "scripted", "adapter_config": scripts.leaf(SENTIMENT)}))
-    assert started["skill"] == "review-sentiment@1.1.0"
+    assert started["skill"] == "review-sentiment@1.2.0"
     refused = tool(site["url"], site["composer"], "run_skill.review-sentiment", {"input": {"stars": 5}})
     assert refused.is_error and "review" in text(refused)
 

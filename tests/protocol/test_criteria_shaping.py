@@ -1,0 +1,55 @@
+"""Criteria that shape decoding: what the success criteria say each output field may be,
+for an adapter that decodes under a grammar, and the labels it scores with their prompts."""
+
+from __future__ import annotations
+
+from delegations.protocol.criteria.shaping import output_shapes
+
+PRICE = {"type": "object", "properties": {"price": {"type": "number", "exclusiveMinimum": 0},
+                                          "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}}}
+CONTEXT = {"type": "object", "properties": {"evidence": {"type": "string"}, "answer": {"type": "string"},
+                                            "found": {"type": "boolean"}}}
+SENTIMENT = {"type": "object", "properties": {"evidence": {"type": "string"},
+                                              "sentiment": {"enum": ["positive", "negative", "mixed"]}}}
+GROUNDED_PRICE = ["`price` appears in `quote_text`", "`currency` appears in `quote_text`"]
+
+
+def test_a_number_that_must_appear_in_the_quote_is_one_of_its_numbers_in_every_reading() -> None:
+    shapes = output_shapes(GROUNDED_PRICE, PRICE, {"quote_text": "Brent settled at 71,40 € on day 0."})
+    assert shapes.numbers == {"price": [71.4, 7140]}   # 0 breaks exclusiveMinimum
+    assert shapes.choices == {"currency": ["EUR"]}     # the sign, as the check reads it
+
+
+def test_a_code_that_must_appear_is_one_of_the_words_or_currency_signs_fitting_its_pattern() -> None:
+    shapes = output_shapes(GROUNDED_PRICE, PRICE, {"quote_text": "TSLA at $175.22 at 14:30 UTC."})
+    assert shapes.choices == {"currency": ["UTC", "USD"]}
+    assert shapes.labels == {"currency": ["UTC", "USD"]}
+
+
+def test_a_quote_is_shaped_as_its_source_and_may_be_empty_under_a_condition() -> None:
+    context = "The library opened in 2011. It has three floors."
+    criteria = ["When `found` is true, `evidence` is quoted from `context`", "`answer` is quoted from `context`"]
+    shapes = output_shapes(criteria, CONTEXT, {"context": context})
+    assert shapes.quotes["evidence"].text == context and shapes.quotes["evidence"].may_be_empty
+    assert not shapes.quotes["answer"].may_be_empty
+    assert shapes.labels == {"found": [True, False]}
+
+
+def test_a_source_the_input_lacks_or_leaves_empty_is_named() -> None:
+    assert output_shapes(GROUNDED_PRICE, PRICE, {"query": "gold"}).empty == [
+        ("price", "quote_text"), ("currency", "quote_text")]
+    assert output_shapes(["`evidence` is quoted from `review`"], SENTIMENT, {"review": ""}).empty == [
+        ("evidence", "review")]
+
+
+def test_nothing_is_shaped_without_an_object_schema_or_for_pages_not_yet_fetched() -> None:
+    assert not output_shapes(GROUNDED_PRICE, None, {"quote_text": "$5"})
+    assert output_shapes(["`evidence` is quoted from `fetched_pages`"], SENTIMENT, {}).empty == []
+
+
+def test_a_label_is_scored_on_a_few_shot_prompt_of_the_skills_examples_and_its_content_free_twin() -> None:
+    examples = [{"input": {"review": "Broke in a day."}, "output": {"evidence": "Broke", "sentiment": "negative"}}]
+    shapes = output_shapes([], SENTIMENT, {"review": "Lovely\nand quick."}, examples)
+    assert shapes.label_prompts["sentiment"] == {
+        "prompt": "review: Broke in a day.\nsentiment: negative\n\nreview: Lovely and quick.\nsentiment:",
+        "content_free": "review: Broke in a day.\nsentiment: negative\n\nreview: N/A\nsentiment:"}
