@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('delegations', '0014_task_push_configs'),
+        ('delegations', '0015_run_traceparent'),
     ]
 
     operations = [
