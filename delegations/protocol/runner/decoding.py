@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..criteria.grounding import FETCHED_PAGES
 from ..criteria.shaping import output_shapes
 from ..tools import YIELD_CONTROL
-from .fetched import fetched_pages
+from .fetched import fetched_pages, grounding_sources
 from .state import ActiveRun
 
 
@@ -28,8 +27,8 @@ def shaped_tools(run: ActiveRun, tools: list[dict[str, Any]]) -> list[dict[str, 
     cached = run.scope.shaped
     if cached is not None and cached[0] == key:
         return cached[1]
-    sources = {**packet.input_data, FETCHED_PAGES: fetched} if fetched else packet.input_data
-    shapes = output_shapes(packet.success_criteria, packet.expected_output_schema, sources,
+    shapes = output_shapes(packet.success_criteria, packet.expected_output_schema,
+                           grounding_sources(packet.input_data, fetched),
                            run.scope.examples)
     shaped = tools
     if shapes:

@@ -41,6 +41,11 @@ def fetched_pages(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(bodies)
 
 
+def grounding_sources(input_data: dict[str, Any], fetched: str) -> dict[str, Any]:
+    """What grounding criteria read: the run's input, and the pages it fetched (if any)."""
+    return {**input_data, FETCHED_PAGES: fetched} if fetched else input_data
+
+
 def judged_on_fetched_pages(criteria: list[str | dict[str, Any]]) -> bool:
     """Whether any criterion checks the answer against ``fetched_pages``."""
     for raw in criteria:

@@ -24,7 +24,6 @@ from typing import Any
 from ..adapters.base import ToolCall
 from ..approvals import ApprovalDecision, ApprovalKind, Decision
 from ..criteria import CriteriaReport, evaluate_criteria, missing_inputs
-from ..criteria.grounding import FETCHED_PAGES
 from ..errors import ErrorCode, ProtocolError, recovery_for
 from ..events import EventType
 from ..lifecycle import RunState
@@ -32,7 +31,7 @@ from ..packet import HandoffPacket, PreviousFailure
 from ..results import ErrorReport, ResponsePackage, ResultStatus, parse_result
 from ..schemas import validate_instance
 from ..tools import YIELD_CONTROL
-from .fetched import fetched_pages
+from .fetched import fetched_pages, grounding_sources
 from .prompt import initial_messages
 from .questions import Questions
 from .reporting import Reporter
@@ -70,8 +69,7 @@ def check_result(result: ResponsePackage, packet: HandoffPacket,
     schema_checked = False
     wanted = packet.success_criteria
     if wanted:
-        sources = {**packet.input_data, FETCHED_PAGES: fetched} if fetched else packet.input_data
-        criteria = evaluate_criteria(result, wanted, schema, sources)
+        criteria = evaluate_criteria(result, wanted, schema, grounding_sources(packet.input_data, fetched))
         for raw, item in zip(wanted, criteria.items, strict=False):
             # a free-text "JSON is schema-valid" already validated output_payload
             # against the expected schema: no need to do it twice
