@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,6 +24,10 @@ from delegations.live.feed import register_consumer_loop, run_feed, run_group
 # how often a waiter looks even when it heard nothing (a notice lost with a restarted Redis):
 # each look is a query, and 32 clients waiting looked 32 times a second at 1 s
 FALLBACK_S = 5.0
+
+# what the channel layer takes for a group name (channels.layers.BaseChannelLayer); a run id
+# typed by a client may be anything, and one the layer cannot carry names no run it announces
+_GROUP_NAME = re.compile(r"^[a-zA-Z\d\-_.]{1,99}$")
 
 
 def release_connection() -> None:
@@ -64,6 +69,9 @@ async def run_notices(run_id: str, *, states_only: bool = False) -> AsyncIterato
     published once the caller has looked reaches it."""
     register_consumer_loop()    # the in-memory layer delivers on this loop
     feed, group, notices = run_feed(), run_group(run_id), Notices(run_id, states_only=states_only)
+    if not _GROUP_NAME.match(group):   # nothing to hear: the waiter only looks, on its fallback
+        yield notices
+        return
     await feed.join(group, notices)
     try:
         yield notices

@@ -71,6 +71,17 @@ def test_another_persons_run_is_404_whether_or_not_one_waits(
     assert answer.status_code == 404 and took < 3
 
 
+@pytest.mark.parametrize("run_id", ["W%1C%C3%B7%C3%8B%3A%5B%C2%A5K", "x" * 120, "no-such-run"])
+def test_a_run_id_that_names_no_run_is_404_whether_or_not_one_waits(
+        live_url: str, composer_api: dict[str, str], run_id: str) -> None:
+    """Whatever a client types for the id (control characters, colons, 120 characters: more
+    than the live feed can name a group for), the answer is 404, at once."""
+    for wait in (0, 1.5):
+        answer, took = waited(live_url, composer_api, run_id, wait)
+        assert answer.status_code == 404, answer.text
+        assert took < 3, took
+
+
 def test_the_wait_is_in_the_openapi_document_with_its_cap(client: Any) -> None:
     operation = client.get("/api/openapi.json").json()["paths"]["/api/runs/{run_id}"]["get"]
     [wait] = [parameter for parameter in operation["parameters"] if parameter["name"] == "wait"]

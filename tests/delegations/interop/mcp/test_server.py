@@ -50,6 +50,12 @@ def _wait(site: dict[str, Any], run_id: str, token: str | None = None, *, calls:
     raise AssertionError(f"run {run_id} still working: {view}")
 
 
+def test_waiting_for_a_run_id_that_names_no_run_says_so(site: dict[str, Any]) -> None:
+    for run_id in ("W\x1c\xf7:[K", "r" * 120):
+        result = tool(site["url"], site["composer"], "wait_for_run", {"run_id": run_id, "timeout_s": 1})
+        assert result.is_error and "Internal" not in text(result), text(result)
+
+
 def test_a_client_lists_the_tools_with_their_hints(site: dict[str, Any]) -> None:
     async def job(client: Any) -> Any:
         return await client.list_tools()
