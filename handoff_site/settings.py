@@ -105,10 +105,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-    # The embedded worker's and the run host's threads keep their connection: closed and
-    # opened again around every task, with its PRAGMAs and functions set up anew, it was a
-    # tenth of a run's worker time (load_probe.py). A request's own thread ends with it.
-    DATABASES["default"]["CONN_MAX_AGE"] = None
+    # A closed connection waits in a pool for the next thread (sqlite_pooled): each request
+    # runs in a thread of its own, and gives its connection back as it ends.
+    DATABASES["default"]["ENGINE"] = "handoff_site.sqlite_pooled"
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["TEST"] = {"NAME": env_str("HANDOFF_TEST_DB", str(DATA_DIR / "test-db.sqlite3"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -146,7 +146,9 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
                 "findings": errors})
         elif queued:
             enqueue_run(run.pk)
-    run.refresh_from_db()
+    run.refresh_from_db()   # an immediate task backend has run it already
+    if owner is not None:
+        run.owner = owner   # as the refresh dropped it: read again for the answer, it cost a query
     return run
 
 

@@ -1,0 +1,71 @@
+"""Django's SQLite backend, with its connections kept for the next thread that needs one.
+
+Under ASGI each request runs its synchronous code in a thread of its own, so it opened a
+new SQLite connection: a file opened, Django's SQL functions registered, the PRAGMAs run
+and the schema parsed again. Under the load probe (tests/benchmarks/load_probe.py, 8
+clients) that was 14 % of the server's CPU, and closing them another 4 %. Here a closed
+connection goes back to a small pool instead, and the next connection of the same database
+file is taken from it. PostgreSQL has its own pool in Django ("pool" in OPTIONS); SQLite
+has none.
+
+A pooled connection is never in a transaction (one left open is rolled back) and is used
+by one thread at a time (the pool hands it out once). It belongs to one file: a database
+file replaced under the same name (a test database created again) gets fresh connections.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from django.db.backends.sqlite3 import base
+
+# idle connections kept per database file: more than the threads that use one at once
+POOL_SIZE = 16
+
+_idle: dict[tuple[str, int], list[Any]] = {}
+_lock = threading.Lock()
+
+
+def _file_key(name: str) -> tuple[str, int] | None:
+    """The database file and its inode, or None for an in-memory database (never pooled:
+    Django keeps that connection open) or a file not created yet."""
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    try:
+        return name, os.stat(name).st_ino
+    except OSError:
+        return None
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    _pool_key: tuple[str, int] | None = None   # the file of the connection held now
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        name = str(self.settings_dict["NAME"])
+        key = _file_key(name)
+        if key is not None:
+            with _lock:
+                idle = _idle.get(key)
+                if idle:
+                    self._pool_key = key
+                    return idle.pop()
+        raw = super().get_new_connection(conn_params)
+        self._pool_key = key or _file_key(name)   # a file the connection just created
+        return raw
+
+    def _close(self) -> None:
+        raw, key = self.connection, self._pool_key
+        if raw is None or key is None:
+            return super()._close()  # type: ignore[misc]  # django-stubs omit _close
+        with self.wrap_database_errors:
+            if raw.in_transaction:
+                raw.rollback()
+            with _lock:
+                idle = _idle.setdefault(key, [])
+                if len(idle) < POOL_SIZE:
+                    idle.append(raw)
+                    return None
+            raw.close()
+        return None
