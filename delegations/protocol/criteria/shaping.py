@@ -114,22 +114,11 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
         elif criterion.kind is CriterionKind.ONE_OF_INPUT and not conditional:
             values = [value for value in (given if isinstance(given, list) else [given])
                       if not validate_instance(spec, value, path)]
-            if values and len(values) <= MAX_CHOICES:
-                shapes.choices[path] = values
-            elif not values:
-                shapes.empty.append((path, source))
+            _offer(shapes, shapes.choices, path, source, values)
         elif criterion.kind is CriterionKind.APPEARS_IN and _is_number(spec) and not conditional:
-            numbers = _numbers(grounding.source_text(given), spec, path)
-            if numbers and len(numbers) <= MAX_CHOICES:
-                shapes.numbers[path] = numbers
-            elif not numbers:
-                shapes.empty.append((path, source))
+            _offer(shapes, shapes.numbers, path, source, _numbers(grounding.source_text(given), spec, path))
         elif criterion.kind is CriterionKind.APPEARS_IN and _is_code(spec) and not conditional:
-            codes = _codes(grounding.source_text(given), spec, path)
-            if codes and len(codes) <= MAX_CHOICES:
-                shapes.choices[path] = codes
-            elif not codes:
-                shapes.empty.append((path, source))
+            _offer(shapes, shapes.choices, path, source, _codes(grounding.source_text(given), spec, path))
     for name, spec in properties.items():
         values = shapes.choices.get(name) or label_values(spec)
         if len(values) > 1:
@@ -140,6 +129,15 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
 
 PROMPT_VALUE_CHARS = 2000   # an input value longer than this is cut in a label prompt
 CONTENT_FREE = "N/A"
+
+
+def _offer[T](shapes: OutputShapes, into: dict[str, list[T]], path: str, source: str, found: list[T]) -> None:
+    """The values the input offers for ``path``, when few enough to choose among; none is
+    a constraint no answer can meet (the run needs more context)."""
+    if found and len(found) <= MAX_CHOICES:
+        into[path] = found
+    elif not found:
+        shapes.empty.append((path, source))
 
 
 def _lines(values: dict[str, Any]) -> str:
