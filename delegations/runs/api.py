@@ -26,7 +26,7 @@ from delegations.live.notices import release_connection, wait_for
 from delegations.models import Delegation, Run, RunEvent
 from delegations.protocol import text_limits
 from delegations.protocol.errors import ErrorCode, ProtocolError
-from delegations.protocol.lifecycle import A2A_STATE, RunState
+from delegations.protocol.lifecycle import A2A_STATE, TERMINAL_STATES, RunState
 from delegations.protocol.results import parse_result
 from delegations.request_bodies import RequestBody
 from delegations.runs.export import (
@@ -312,6 +312,8 @@ def import_run(request: HttpRequest) -> Status[dict[str, Any]]:
 
 
 WAIT_MAX_S = 30.0
+# a waiting client has its answer once the run ends or waits for a person
+ANSWERED_STATES = frozenset({*TERMINAL_STATES, RunState.AWAITING_APPROVAL})
 
 
 def _detail_if_settled(request: HttpRequest, run_id: str, *, anyway: bool) -> tuple[bool, dict[str, Any] | None]:
@@ -320,7 +322,7 @@ def _detail_if_settled(request: HttpRequest, run_id: str, *, anyway: bool) -> tu
     look, so a client waiting for a run holds none."""
     try:
         run = _visible_run(request, run_id)
-        settled = run.is_terminal or run.state == RunState.AWAITING_APPROVAL
+        settled = run.state in ANSWERED_STATES
         return settled, run_detail(run) if settled or anyway else None
     finally:
         release_connection()
@@ -333,7 +335,8 @@ async def get_run(request: HttpRequest, run_id: str, wait: float = Query(
                     "person; the answer comes as soon as it does, so a client need not poll. The "
                     "wait holds no server thread.")) -> dict[str, Any]:
     look = sync_to_async(_detail_if_settled)
-    detail = await wait_for(run_id, wait, lambda: look(request, run_id, anyway=False)) if wait else None
+    detail = await wait_for(run_id, wait, lambda: look(request, run_id, anyway=False),
+                            ANSWERED_STATES) if wait else None
     if detail is None:   # no wait, or it ran out: the run as it stands
         detail = (await look(request, run_id, anyway=True))[1]
     assert detail is not None

@@ -100,10 +100,33 @@ async def test_a_waiter_that_goes_away_leaves_the_runs_feed() -> None:
         looks += 1
         return False, looks
 
-    waiting = asyncio.ensure_future(wait_for("r-gone", 30, look))
+    waiting = asyncio.ensure_future(wait_for("r-gone", 30, look, {"COMPLETE"}))
     await asyncio.sleep(0.05)
     assert run_feed().viewers.get(run_group("r-gone")), "the waiter joined the run's feed"
     waiting.cancel()    # the client disconnected: Django cancels the view
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert run_group("r-gone") not in run_feed().viewers
+
+
+def test_a_waiter_for_an_answer_wakes_when_the_run_gives_one_not_on_its_way_there() -> None:
+    from delegations.live.feed import group_messages
+    from delegations.live.notices import Notices
+
+    notices = Notices("r-1", states={"COMPLETE", "AWAITING_APPROVAL"})
+
+    def told(*events: tuple[str, str, str]) -> bool:
+        stored = [{"run_id": run_id, "seq": seq, "type": kind, "data": {"state": state} if kind == "state" else {}}
+                  for seq, (run_id, kind, state) in enumerate(events, 1)]
+        for message in group_messages(stored, {"r-2": ["r-1"]}).values():
+            notices.take(message)
+        heard = notices.heard.is_set()
+        notices.heard.clear()
+        return heard
+
+    assert not told(("r-1", "state", "ACCEPTED"), ("r-1", "state", "WORKING"), ("r-1", "text", ""))
+    assert not told(("r-2", "state", "COMPLETE"))   # a child's end is not the run's answer
+    assert told(("r-1", "state", "AWAITING_APPROVAL"))
+    assert told(("r-1", "state", "WORKING"), ("r-1", "state", "COMPLETE"))
+    notices.take({"type": "run.events", "resync": True})
+    assert notices.heard.is_set()
