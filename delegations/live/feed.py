@@ -62,28 +62,27 @@ def group_messages(events: Iterable[dict[str, Any]], lineage: dict[str, list[str
     groups of the run's ancestors (``lineage[run_id]``, nearest first). ``texts`` are the
     events already serialized (the event log writer has them), in the same order.
 
-    A message carries the events as JSON texts with their ``(run id, seq)`` keys, types and
-    the states the state events enter ("" for other events), and, built
+    A message carries the events as JSON texts with their ``(run id, seq)`` keys and the
+    states the state events enter ("" for other events), and, built
     once for every viewer, the batched frame (``batch``) and per run the seqs it holds
     (``spans``: ``(run id, first, last)``, None when a run's seqs have a hole). A viewer
     whose cursors are just before every span sends ``batch`` as it is."""
-    grouped: dict[str, tuple[list[str], list[tuple[str, int]], list[str], list[str]]] = {}
+    grouped: dict[str, tuple[list[str], list[tuple[str, int]], list[str]]] = {}
     serialized = iter(texts) if texts is not None else None
     for event in events:
         text = next(serialized) if serialized is not None else event_text(event)
-        run_id, seq, kind = event["run_id"], event["seq"], event["type"]
-        state = str((event.get("data") or {}).get("state", "")) if kind == "state" else ""
+        run_id, seq = event["run_id"], event["seq"]
+        state = str((event.get("data") or {}).get("state", "")) if event["type"] == "state" else ""
         for target in (run_id, *lineage.get(run_id, ())):
-            group_texts, keys, types, states = grouped.setdefault(run_group(target), ([], [], [], []))
+            group_texts, keys, states = grouped.setdefault(run_group(target), ([], [], []))
             group_texts.append(text)
             keys.append((run_id, seq))
-            types.append(kind)
             states.append(state)
     return {group: _events_message(group, *parts) for group, parts in grouped.items()}
 
 
 def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]],
-                    types: list[str], states: list[str]) -> dict[str, Any]:
+                    states: list[str]) -> dict[str, Any]:
     spans: dict[str, list[int]] = {}
     contiguous = True
     for run_id, seq in keys:
@@ -95,7 +94,6 @@ def _events_message(group: str, texts: list[str], keys: list[tuple[str, int]],
         else:
             contiguous = False
     return {"type": "run.events", "group": group, "texts": tuple(texts), "keys": tuple(keys),
-            "types": tuple(types),
             "states": tuple(states),   # a waiter for a run's answer wakes on the states that give it
             "spans": tuple((run_id, first, last) for run_id, (first, last) in spans.items())
             if contiguous else None,
@@ -124,6 +122,11 @@ class RunFeed:
         self._channel: str | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+
+    def can_name(self, group: str) -> bool:
+        """Whether the channel layer takes this group name: a run id a client typed may be
+        anything, and one it cannot carry names no run it announces."""
+        return bool(self.layer.match_type_and_length(group) and self.layer.group_name_regex.match(group))
 
     async def join(self, group: str, viewer: Viewer) -> None:
         """Returns once the group's messages reach the viewer: a message published after

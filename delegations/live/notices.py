@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
@@ -24,10 +23,6 @@ from delegations.live.feed import register_consumer_loop, run_feed, run_group
 # how often a waiter looks even when it heard nothing (a notice lost with a restarted Redis):
 # each look is a query, and 32 clients waiting looked 32 times a second at 1 s
 FALLBACK_S = 5.0
-
-# what the channel layer takes for a group name (channels.layers.BaseChannelLayer); a run id
-# typed by a client may be anything, and one the layer cannot carry names no run it announces
-_GROUP_NAME = re.compile(r"^[a-zA-Z\d\-_.]{1,99}$")
 
 
 def release_connection() -> None:
@@ -70,7 +65,7 @@ async def run_notices(run_id: str, *, states: Collection[str] | None = None) -> 
     published once the caller has looked reaches it."""
     register_consumer_loop()    # the in-memory layer delivers on this loop
     feed, group, notices = run_feed(), run_group(run_id), Notices(run_id, states=states)
-    if not _GROUP_NAME.match(group):   # nothing to hear: the waiter only looks, on its fallback
+    if not feed.can_name(group):   # nothing to hear: the waiter only looks, on its fallback
         yield notices
         return
     await feed.join(group, notices)

@@ -46,6 +46,7 @@ from delegations.runs.leases import (
     acquire_lease,
     new_lease_owner,
     release_lease,
+    renew_lease,
 )
 from delegations.runs.record import record_end
 from delegations.runs.runner_setup import adapter_config, mcp_tools, remote_agents, runner_settings
@@ -162,7 +163,7 @@ class Execution:
         return outcome.state.value
 
     async def renew_lease(self) -> bool:
-        held = await self.watchman.renew(self)
+        held = await self.db.unfenced(renew_lease, self.root_id, self.owner)
         self.fence.renewed(held)
         return held
 

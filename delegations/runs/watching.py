@@ -46,14 +46,13 @@ class Watched(Protocol):
     def take(self, news: TreeNews) -> list[int]: ...
 
 
-def poll(trees: list[tuple[str, str]], renewals: list[tuple[str, str]]) -> dict[str, TreeNews]:
+def poll(roots: list[str], renewals: list[tuple[str, str]]) -> dict[str, TreeNews]:
     """Renew the leases of ``renewals`` ((root id, owner), those due) and read the cancel
-    requests and undelivered messages of every tree of ``trees``: a query each, whatever
+    requests and undelivered messages of every tree of ``roots``: a query each, whatever
     their number."""
-    news = {root_id: TreeNews() for root_id, _ in trees}
+    news = {root_id: TreeNews() for root_id in roots}
     for root_id, owner in renewals:
         news[root_id].lease_held = renew_lease(root_id, owner)
-    roots = list(news)
     for run_id, tree in (Run.objects.filter(root_id__in=roots, cancel_requested_at__isnull=False)
                          .exclude(state__in=TERMINAL).values_list("pk", "root_id")):
         news[str(tree)].cancel.append(run_id)
@@ -88,11 +87,6 @@ class Watchman:
         if self.watched.get(tree.root_id, (None, 0.0))[0] is tree:
             del self.watched[tree.root_id]
 
-    async def renew(self, tree: Watched) -> bool:
-        """Renew one tree's lease now (a command that holds a parked tree)."""
-        news = await self.db.call(poll, [(tree.root_id, tree.owner)], [(tree.root_id, tree.owner)])
-        return bool(news[tree.root_id].lease_held)
-
     async def _patrol(self) -> None:
         loop = asyncio.get_running_loop()
         renew_every = max(1.0, lease_seconds() / 3)
@@ -103,8 +97,7 @@ class Watchman:
             due = [(root_id, tree.owner) for root_id, (tree, renewed) in watched.items()
                    if now - renewed >= renew_every]
             try:
-                news = await self.db.call(poll, [(root_id, tree.owner) for root_id, (tree, _) in watched.items()],
-                                          due)
+                news = await self.db.call(poll, list(watched), due)
             except Exception:
                 logger.warning("Polling %d run trees for requests failed", len(watched), exc_info=True)
                 continue

@@ -56,10 +56,8 @@ def _look(request: HttpRequest, run_id: str) -> tuple[str, bool] | None:
 
 
 def _result(request: HttpRequest, request_id: str | int, params: dict[str, Any]) -> bytes:
-    """The tool's answer, asked with no time left to wait (the stream has waited)."""
-    arguments = {**params.get("arguments", {}), "timeout_s": 0}
-    answer = server._tools_call(request, request_id, {**params, "arguments": arguments},
-                                legacy=is_legacy_request(request))
+    """The tool's answer once the stream has waited (the tool itself does not wait)."""
+    answer = server._tools_call(request, request_id, params, legacy=is_legacy_request(request))
     return bytes(answer.content)
 
 
