@@ -23,7 +23,8 @@ class StaticFiles:
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
-        self.whitenoise = WhiteNoiseMiddleware(get_response)
+        # WhiteNoise's answer for a static file, or None when there is no such file
+        self.whitenoise = WhiteNoiseMiddleware(lambda request: None)
         self.prefix = "/" + settings.STATIC_URL.lstrip("/")
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
@@ -31,19 +32,12 @@ class StaticFiles:
     def __call__(self, request: HttpRequest) -> Any:
         if iscoroutinefunction(self):
             return self.__acall__(request)
-        return self.whitenoise(request)
+        served = self.whitenoise(request)
+        return served if served is not None else self.get_response(request)
 
     async def __acall__(self, request: HttpRequest) -> Any:
         if request.path_info.startswith(self.prefix):
-            served = await sync_to_async(self._serve)(request)
+            served = await sync_to_async(self.whitenoise)(request)
             if served is not None:
                 return served
         return await self.get_response(request)
-
-    def _serve(self, request: HttpRequest) -> Any:
-        """WhiteNoise's answer for a static file (its own lookup, as its ``__call__`` makes
-        it), or None when there is no such file."""
-        whitenoise = self.whitenoise
-        path = request.path_info
-        static_file = whitenoise.find_file(path) if whitenoise.autorefresh else whitenoise.files.get(path)
-        return whitenoise.serve(static_file, request) if static_file is not None else None
