@@ -43,10 +43,11 @@ def verbal(value: Any) -> str:
 class JsonPath:
     """Follows JSON as it is written, character by character, and says whose value comes
     next: after ``{"arguments": {"output_payload": {"sentiment"`` it reports the key path
-    ``("arguments", "output_payload", "sentiment")`` until that value is complete."""
+    ``("arguments", "output_payload", "sentiment")`` until that value is complete; and
+    whether an object has repeated a key (``repeated_key``: a small model looping)."""
 
     def __init__(self) -> None:
-        self._stack: list[list[Any]] = []   # per open container: [kind, key, phase]
+        self._stack: list[list[Any]] = []   # per open container: [kind, key, phase, keys had]
         self._in_string = False
         self._escaped = False
         self._is_key = False
@@ -54,6 +55,7 @@ class JsonPath:
         self._scalar = False
         self.since_key = ""                 # text written since the last key closed
         self.key_path: tuple[str, ...] | None = None   # the key whose value is being written
+        self.repeated_key = False
 
     def feed(self, text: str) -> None:
         for char in text:
@@ -89,7 +91,7 @@ class JsonPath:
             self._is_key = top is not None and top[0] == "{" and top[2] == "key"
             self._key = []
         elif char in "{[":
-            self._stack.append(["{" if char == "{" else "[", None, "key" if char == "{" else "value"])
+            self._stack.append(["{" if char == "{" else "[", None, "key" if char == "{" else "value", set()])
         elif char in "}]":
             if self._stack:
                 self._stack.pop()
@@ -103,6 +105,8 @@ class JsonPath:
 
     def _key_closed(self, key: str) -> None:
         top = self._stack[-1]
+        self.repeated_key = self.repeated_key or key in top[3]
+        top[3].add(key)
         top[1] = key
         top[2] = "colon"
         self.key_path = tuple(str(frame[1]) for frame in self._stack)

@@ -51,12 +51,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 if __package__:
-    from .label_choice import LabelChooser, LabelScore, choose
+    from .label_choice import JsonPath, LabelChooser, LabelScore, choose
     from .label_scoring import LabelScorer
     from .lazy_grammar import LazyGrammar
     from .quote_grammar import splice_quotes
 else:  # run by path as the host's program: this folder is on sys.path
-    from label_choice import LabelChooser, LabelScore, choose  # type: ignore[import-not-found,no-redef]
+    from label_choice import JsonPath, LabelChooser, LabelScore, choose  # type: ignore[import-not-found,no-redef]
     from label_scoring import LabelScorer  # type: ignore[import-not-found,no-redef]
     from lazy_grammar import LazyGrammar  # type: ignore[import-not-found,no-redef]
     from quote_grammar import splice_quotes  # type: ignore[import-not-found,no-redef]
@@ -118,57 +118,17 @@ class RepeatedKeyGuard:
 
     A repeated key is how a tiny model's loop shows (``"type": "json", "data": ...,
     "type": "json", ...``); generation stops there and the answer is closed after its last
-    complete member instead of burning the rest of max_tokens.
+    complete member instead of burning the rest of max_tokens. It follows the JSON with the
+    label chooser's :class:`JsonPath`, which keeps the keys each open object has had.
     """
 
     def __init__(self) -> None:
-        self._objects: list[set[str] | None] = []  # keys seen per open object; None: array
-        self._expect_key = False
-        self._in_string = False
-        self._escaped = False
-        self._key: list[str] | None = None
+        self._path = JsonPath()
 
     def feed(self, piece: str) -> bool:
         """True once a key repeats within one object."""
-        for char in piece:
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == "\\":
-                    self._escaped = True
-                elif char == '"':
-                    self._in_string = False
-                    if self._key is not None and self._finish_key("".join(self._key)):
-                        return True
-                    continue
-                if self._key is not None:
-                    self._key.append(char)
-            elif char == '"':
-                self._in_string = True
-                in_object = bool(self._objects) and self._objects[-1] is not None
-                self._key = [] if in_object and self._expect_key else None
-            elif char in "{[":
-                self._objects.append(set() if char == "{" else None)
-                self._expect_key = char == "{"
-            elif char in "}]":
-                if self._objects:
-                    self._objects.pop()
-                self._expect_key = False
-            elif char == ",":
-                self._expect_key = bool(self._objects) and self._objects[-1] is not None
-            elif char == ":":
-                self._expect_key = False
-        return False
-
-    def _finish_key(self, key: str) -> bool:
-        self._key = None
-        self._expect_key = False
-        keys = self._objects[-1]
-        assert keys is not None
-        if key in keys:
-            return True
-        keys.add(key)
-        return False
+        self._path.feed(piece)
+        return self._path.repeated_key
 
 
 # --- loading models safely on every CPU ----------------------------------------------------
@@ -219,12 +179,11 @@ class LoadedModel:
     load_seconds: float
     extra_buffer_types: bool
     lock: threading.Lock = field(default_factory=threading.Lock)
-    threads: int = 1
     scorer: LabelScorer | None = None   # made on the first labels to score
 
     def label_scorer(self) -> LabelScorer:
         if self.scorer is None:
-            self.scorer = LabelScorer(self.llama, self.threads)
+            self.scorer = LabelScorer(self.llama, self.llama.n_threads)
         return self.scorer
 
 
@@ -257,7 +216,7 @@ def load_model(model: dict[str, Any], info: str) -> LoadedModel:
                       verbose=False)
     finally:
         low_level.llama_model_default_params = defaults
-    return LoadedModel(llama, time.perf_counter() - started, extra, threads=threads)
+    return LoadedModel(llama, time.perf_counter() - started, extra)
 
 
 # --- generations ---------------------------------------------------------------------------
@@ -272,7 +231,6 @@ class Generation:
     finish_reason: str = "stop"
     full_grammar_masks: int = 0
     labels: dict[str, Any] = field(default_factory=dict)   # field -> its scored value
-    label_seconds: float = 0.0         # spent scoring the labels before decoding
 
 
 def generate(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
@@ -298,11 +256,11 @@ def grammar_for(schema: dict[str, Any], quotes: list[Any]) -> str:
     return splice_quotes(gbnf, [(str(marker), str(text), bool(empty)) for marker, text, empty in quotes])
 
 
-def _chat(llama: Any, job: dict[str, Any], chat: list[dict[str, str]]) -> list[dict[str, str]]:
+def _chat(llama: Any, job: dict[str, Any]) -> list[dict[str, str]]:
     def count_tokens(text: str) -> int:
         return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    chat = fit_to_context(chat, count_tokens, int(job["prompt_budget"]),
+    chat = fit_to_context(job["chat"], count_tokens, int(job["prompt_budget"]),
                           examples=int(job.get("examples") or 0))
     return fold_system_into_user(chat) if job.get("fold_system") else chat
 
@@ -310,7 +268,7 @@ def _chat(llama: Any, job: dict[str, Any], chat: list[dict[str, str]]) -> list[d
 def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
                      emit: Callable[[str], None]) -> Generation:
     llama = loaded.llama
-    request: dict[str, Any] = {"messages": _chat(llama, job, job["chat"]),
+    request: dict[str, Any] = {"messages": _chat(llama, job),
                                "max_tokens": int(job["max_tokens"]),
                                "temperature": float(job.get("temperature") or 0.0),
                                "stream": True}
@@ -321,7 +279,6 @@ def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading
     labels = job.get("labels") or {}
     lazy: LazyGrammar | None = None
     chosen: dict[str, LabelScore] = {}
-    started = time.perf_counter()
     if schema is not None and request["temperature"] == 0.0 and job.get("lazy_grammar", True):
         if labels:
             chosen = score_labels(loaded, labels, job.get("label_prompts") or {},
@@ -334,7 +291,6 @@ def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading
         request["grammar"] = LlamaGrammar.from_string(grammar_for(schema, quotes), verbose=False)
     elif schema is not None:
         request["response_format"] = {"type": "json_object", "schema": schema}
-    label_seconds = time.perf_counter() - started if chosen else 0.0
 
     def stopped() -> bool:
         return cancel.is_set() or (lazy is not None and lazy.failure is not None)
@@ -348,7 +304,6 @@ def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading
         lazy.check()
         result.full_grammar_masks = lazy.full_masks
     result.labels = {name: score.as_dict(labels[name]) for name, score in chosen.items()}
-    result.label_seconds = label_seconds
     return result
 
 
