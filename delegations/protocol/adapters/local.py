@@ -91,7 +91,7 @@ from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, Tool
 from .local_host import model_host
 from .local_models import DEFAULT_LOCAL_MODEL, SHIPPED_MODELS, ShippedModel, locate
 from .quote_grammar import placeholder
-from .tool_format import content_text, parameters_schema, tool_description
+from .tool_format import content_text, output_shapes, parameters_schema, tool_description
 
 _CONFIG_KEYS = ("model", "model_path", "n_ctx", "temperature", "max_tokens", "seed", "n_threads")
 INSTALL_HINT = "pip install 'llama-cpp-python>=0.3.8'"
@@ -493,19 +493,18 @@ class LocalAdapter(ModelAdapter):
         docstring); raises ERR_INSUFFICIENT_CONTEXT when the only tool is
         ``yield_control`` and a criterion's source is empty."""
         schema, quotes = shaped_answer(tools)
-        answer = next((tool for tool in tools if tool["name"] == YIELD_CONTROL), None)
-        shapes = answer.get("output_shapes") if answer is not None else None
+        shapes = output_shapes(tools)
         if not shapes:
             return {"schema": schema}
         empty = shapes.get("empty") or []
         if empty and len(tools) == 1:
-            named = ", ".join(dict.fromkeys(str(item["source"]) for item in empty))
-            fields = ", ".join(dict.fromkeys(str(item["field"]) for item in empty))
+            sources = list(dict.fromkeys(str(item["source"]) for item in empty))
+            named, fields = ", ".join(sources), ", ".join(dict.fromkeys(str(item["field"]) for item in empty))
             raise ProtocolError(
                 ErrorCode.INSUFFICIENT_CONTEXT,
                 f"The input has no {named} (or it is empty), and the success criteria say "
                 f"{fields} must come from it: no answer can meet them. Give {named} and run "
-                "again.", details={"missing_inputs": list(dict.fromkeys(str(i["source"]) for i in empty))})
+                "again.", details={"missing_inputs": sources})
         return {"schema": schema, "quotes": quotes, "labels": shapes.get("labels") or {},
                 "label_prompts": shapes.get("label_prompts") or {},
                 "calibration_weight": CALIBRATION_WEIGHT}

@@ -42,7 +42,6 @@ from typing import Any, ClassVar
 import openai
 
 from ..errors import ErrorCode, ProtocolError
-from ..tools import YIELD_CONTROL
 from . import config_checks as check
 from .base import Message, ModelTurn, TextCallback, ToolCall, ToolSchema
 from .hosted import (
@@ -54,7 +53,13 @@ from .hosted import (
     tool_arguments,
 )
 from .logprob_labels import TokenLogprobs, labels_from_logprobs
-from .tool_format import arguments_json, content_text, parameters_schema, tool_description
+from .tool_format import (
+    arguments_json,
+    content_text,
+    output_shapes,
+    parameters_schema,
+    tool_description,
+)
 
 # base_urls (or "default") seen failing to stream an answer when tools were offered.
 _NO_TOOL_STREAMING: set[str] = set()
@@ -181,9 +186,7 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
             request["max_tokens"] = self.max_tokens
         if self.seed is not None:
             request["seed"] = self.seed
-        answer = next((tool for tool in tools if tool["name"] == YIELD_CONTROL), None)
-        shapes = answer.get("output_shapes") if answer is not None else None
-        self._labels = dict((shapes or {}).get("labels") or {}) if self.logprobs else {}
+        self._labels = dict(output_shapes(tools).get("labels") or {}) if self.logprobs else {}
         if self._labels:
             request["logprobs"], request["top_logprobs"] = True, TOP_LOGPROBS
         return request

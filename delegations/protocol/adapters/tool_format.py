@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..tool_schemas import as_json_schema_tool
+from ..tools import YIELD_CONTROL
 from .base import ToolSchema
 
 
@@ -51,3 +52,9 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def output_shapes(tools: list[ToolSchema]) -> dict[str, Any]:
+    """What the criteria say the answer's fields may be (``yield_control``'s
+    ``output_shapes``, from the runner), or {} when it has none or is not offered."""
+    return next((dict(tool.get("output_shapes") or {}) for tool in tools if tool["name"] == YIELD_CONTROL), {})
