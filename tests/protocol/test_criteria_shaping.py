@@ -35,6 +35,13 @@ def test_a_quote_is_shaped_as_its_source_and_may_be_empty_under_a_condition() ->
     assert shapes.labels == {"found": [True, False]}
 
 
+def test_a_path_written_inside_the_output_payload_shapes_its_field_and_a_nested_one_nothing() -> None:
+    review = {"review": "Quiet, but the lid cracked."}
+    shapes = output_shapes(["`output_payload.evidence` is quoted from `review`"], SENTIMENT, review)
+    assert shapes.quotes["evidence"].text == "Quiet, but the lid cracked."
+    assert not output_shapes(["`evidence.first` is quoted from `review`"], SENTIMENT, review).quotes
+
+
 def test_a_source_the_input_lacks_or_leaves_empty_is_named() -> None:
     assert output_shapes(GROUNDED_PRICE, PRICE, {"query": "gold"}).empty == [
         ("price", "quote_text"), ("currency", "quote_text")]

@@ -91,12 +91,17 @@ class Criterion(BaseModel):
         return path if isinstance(path, str) and path else None
 
 
-def output_field(path: str) -> str:
-    """The top-level output field a criterion path names (``output_payload.a.b`` -> ``a``)."""
+def output_path(path: str) -> str:
+    """A criterion path inside the output payload (``output_payload.a.b`` -> ``a.b``)."""
     for prefix in ("output_payload.", "result.output_payload."):
         if path.startswith(prefix):
             path = path[len(prefix):]
-    return re.split(r"[.\[]", path, maxsplit=1)[0]
+    return path
+
+
+def output_field(path: str) -> str:
+    """The top-level output field a criterion path names (``output_payload.a.b`` -> ``a``)."""
+    return re.split(r"[.\[]", output_path(path), maxsplit=1)[0]
 
 
 # Type names a criterion may use -> the JSON type they mean.

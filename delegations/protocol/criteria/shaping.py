@@ -40,7 +40,7 @@ from ..adapters.label_choice import verbal  # one spelling for the prompt and th
 from ..errors import ProtocolError
 from ..schemas import validate_instance
 from . import grounding
-from .forms import CriterionKind
+from .forms import CriterionKind, output_path
 from .grammar import parse_criterion
 
 MAX_CHOICES = 64      # more numbers than this in a source: left to the check (a long table)
@@ -98,6 +98,7 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
         path, source = criterion.params.get("path"), criterion.params.get("source")
         if not isinstance(path, str) or not isinstance(source, str):
             continue
+        path = output_path(path)   # "output_payload.evidence" shapes `evidence`; "a.b" nothing
         spec = properties.get(path)
         if not isinstance(spec, dict):
             continue
