@@ -42,6 +42,41 @@ def test_a_path_written_inside_the_output_payload_shapes_its_field_and_a_nested_
     assert not output_shapes(["`evidence.first` is quoted from `review`"], SENTIMENT, review).quotes
 
 
+WINDMILL = ("Hollum is a village on the island of Ameland. Its first windmill was built in 1757 "
+            "by the carpenter Jan van Wessel. It has 1,240 visitors a year.")
+
+
+def test_a_string_that_must_appear_is_one_of_the_sources_numbers_names_and_sentences() -> None:
+    shapes = output_shapes(["`answer` appears in `context`"], CONTEXT, {"context": WINDMILL, "question": "Who?"})
+    assert shapes.spans == {"answer": [
+        "1757", "1,240", "Hollum", "Ameland", "Jan van Wessel",   # no lone "Its" or "It"
+        "Hollum is a village on the island of Ameland.",
+        "Its first windmill was built in 1757 by the carpenter Jan van Wessel.",
+        "It has 1,240 visitors a year."]}
+    assert shapes.labels["answer"] == shapes.spans["answer"]
+    # scored as the model has it: a span's content-free prior favours whole sentences
+    assert set(shapes.label_prompts["answer"]) == {"prompt"}
+    assert set(shapes.label_prompts["found"]) == {"prompt", "content_free"}
+
+
+def test_under_a_condition_a_span_may_also_be_what_the_examples_say_on_the_other_branch() -> None:
+    examples = [{"input": {"context": "It opened in 1937."}, "output": {"answer": "The passage does not say."}},
+                {"input": {"context": "It opened in 1937."}, "output": {"answer": "1937"}}]
+    shapes = output_shapes(["When `found` is true, `answer` appears in `context`"], CONTEXT,
+                           {"context": "Built in 1902 by Ingrid Holm."}, examples)
+    assert shapes.spans["answer"] == ["1902", "Built", "Ingrid Holm", "Built in 1902 by Ingrid Holm.",
+                                      "The passage does not say."]   # not 1937: that one was found
+
+
+def test_an_input_that_fails_a_words_absent_criterion_rules_its_condition_out() -> None:
+    criteria = ["When `found` is false, the key words of `question` are not all in `context`"]
+    holds_them = {"question": "Who built the windmill?", "context": WINDMILL}
+    assert output_shapes(criteria, CONTEXT, holds_them).choices == {"found": [True]}
+    assert "found" not in output_shapes(criteria, CONTEXT, holds_them).labels   # nothing left to score
+    lacks_one = {"question": "Who painted the lighthouse?", "context": WINDMILL}
+    assert output_shapes(criteria, CONTEXT, lacks_one).labels["found"] == [True, False]
+
+
 def test_a_source_the_input_lacks_or_leaves_empty_is_named() -> None:
     assert output_shapes(GROUNDED_PRICE, PRICE, {"query": "gold"}).empty == [
         ("price", "quote_text"), ("currency", "quote_text")]

@@ -9,6 +9,10 @@ reused from its own cache from one run to the next.
 
 A value's probability is the product of its tokens' probabilities after the prompt (`` ``
 and the value as :func:`~.label_choice.verbal` writes it), renormalised over the values.
+The prompt is decoded once (what the context already holds of it is reused) and each
+value's tokens after it in one batch, whose rows of logits give every token's probability
+at once: a span label (a sentence, a name) has ten or more tokens, and decoding them one
+call each made scoring an answer's candidates take most of a second on 2 cores.
 The content-free prompt's probabilities are remembered per prompt: a skill's prior is
 computed once per host.
 """
@@ -53,14 +57,10 @@ class LabelScorer:
 
     def probabilities(self, prompt: str, values: Sequence[Any]) -> dict[str, float]:
         """Each value's probability after ``prompt``, by :func:`literal`, summing to 1."""
-        base = self._tokens(prompt, bos=True)[-(SCORER_N_CTX - 16):]
-        logs = {}
-        for value in values:
-            context, total = list(base), 0.0
-            for token in self._tokens(" " + verbal(value), bos=False):
-                total += self._log_probability(context, token)
-                context.append(token)
-            logs[literal(value)] = total
+        spoken = {literal(value): self._tokens(" " + verbal(value), bos=False) for value in values}
+        longest = max((len(tokens) for tokens in spoken.values()), default=0)
+        base = self._tokens(prompt, bos=True)[-(SCORER_N_CTX - longest - 1):]
+        logs = {key: self._log_probability(base, tokens) for key, tokens in spoken.items()}
         peak = max(logs.values())
         shares = {key: math.exp(log - peak) for key, log in logs.items()}
         whole = sum(shares.values())
@@ -79,10 +79,19 @@ class LabelScorer:
     def _tokens(self, text: str, *, bos: bool) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=bos, special=False))
 
-    def _log_probability(self, context: list[int], token: int) -> float:
-        logits = self._logits_after(context)
-        peak = float(logits.max())
-        return float(logits[token]) - peak - math.log(float(self._np.exp(logits - peak).sum()))
+    def _log_probability(self, base: list[int], tokens: list[int]) -> float:
+        """The log probability of ``tokens`` following ``base``: the logits after ``base``
+        give the first; the rest come from one batch of ``tokens[:-1]``, which is then
+        taken out of the context again so that it holds ``base`` for the next value."""
+        rows = [self._logits_after(base)]
+        if len(tokens) > 1:
+            rows.extend(self._decode(tokens[:-1], len(base), every_row=True))
+            low = self._low
+            low.llama_memory_seq_rm(low.llama_get_memory(self._ctx), 0, len(base), -1)
+        logits = self._np.stack(rows)
+        peak = logits.max(axis=1, keepdims=True)
+        normal = peak[:, 0] + self._np.log(self._np.exp(logits - peak).sum(axis=1))
+        return float((logits[self._np.arange(len(tokens)), tokens] - normal).sum())
 
     def _logits_after(self, tokens: list[int]) -> Any:
         """The next-token logits after ``tokens``, decoding only what the context lacks."""
@@ -97,24 +106,33 @@ class LabelScorer:
         common = min(common, len(tokens) - 1)   # the last token is decoded again for its logits
         low = self._low
         low.llama_memory_seq_rm(low.llama_get_memory(self._ctx), 0, common, -1)
-        batch = self._batch
-        for start in range(common, len(tokens), BATCH):
-            chunk = tokens[start:start + BATCH]
-            for index, token in enumerate(chunk):
-                batch.token[index] = token
-                batch.pos[index] = start + index
-                batch.n_seq_id[index] = 1
-                batch.seq_id[index][0] = 0
-                batch.logits[index] = start + index == len(tokens) - 1
-            batch.n_tokens = len(chunk)
-            if low.llama_decode(self._ctx, batch) != 0:
-                self._held, self._logits = [], None
-                raise RuntimeError("llama.cpp could not decode a label prompt")
-        pointer = low.llama_get_logits_ith(self._ctx, -1)
-        self._logits = self._np.ctypeslib.as_array(
-            ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(self._n_vocab,)).copy()
+        self._held, self._logits = [], None
+        self._logits = self._decode(tokens[common:], common, every_row=False)[-1]
         self._held = list(tokens)
         return self._logits
+
+    def _decode(self, tokens: list[int], start: int, *, every_row: bool) -> list[Any]:
+        """Decodes ``tokens`` at positions from ``start`` on; the logits after each of them
+        (``every_row``, at most BATCH tokens) or after the last."""
+        if every_row and len(tokens) > BATCH:
+            raise ValueError(f"a label value is scored in one batch of at most {BATCH} tokens")
+        low, batch = self._low, self._batch
+        for offset in range(0, len(tokens), BATCH):
+            chunk = tokens[offset:offset + BATCH]
+            for index, token in enumerate(chunk):
+                batch.token[index] = token
+                batch.pos[index] = start + offset + index
+                batch.n_seq_id[index] = 1
+                batch.seq_id[index][0] = 0
+                batch.logits[index] = every_row or offset + index == len(tokens) - 1
+            batch.n_tokens = len(chunk)
+            if low.llama_decode(self._ctx, batch) != 0:
+                raise RuntimeError("llama.cpp could not decode a label prompt")
+        wanted = len(tokens) if every_row else 1
+        pointer = low.llama_get_logits(self._ctx) if every_row else low.llama_get_logits_ith(self._ctx, -1)
+        block = self._np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
+                                            shape=(wanted, self._n_vocab)).copy()
+        return list(block)
 
     def close(self) -> None:
         if self._ctx:

@@ -176,7 +176,7 @@ def shaped_parameters(parameters: dict[str, Any],
                 marker = placeholder(len(quotes))
                 quotes.append([marker, quote["text"], bool(quote.get("may_be_empty"))])
                 fields[name] = {"const": marker}
-        for kind in ("choices", "numbers"):
+        for kind in ("choices", "numbers", "spans"):
             for name, values in (shapes.get(kind) or {}).items():
                 if name in fields:
                     fields[name] = {"enum": list(values)}

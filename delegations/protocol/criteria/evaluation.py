@@ -413,7 +413,7 @@ def _check_grounded(c: Criterion, result: ResponsePackage, input_data: dict[str,
     source = c.params["source"]
     given = grounding.input_value(input_data, source)
     if c.kind is CriterionKind.WORDS_ABSENT:
-        return _check_words_absent(c, input_data, source, given)
+        return words_absent(c, input_data)
     path = c.params["path"]
     if grounding.is_missing(given) and source == grounding.FETCHED_PAGES:
         return False, f"the run fetched no page with http_get, so {path} cannot be checked against one"
@@ -438,9 +438,11 @@ def _check_grounded(c: Criterion, result: ResponsePackage, input_data: dict[str,
                    else f"{where} = {_short(value)} is not one of {source} ({_short(given)})")
 
 
-def _check_words_absent(c: Criterion, input_data: dict[str, Any], source: str,
-                        given: object) -> tuple[bool, str]:
-    words_of = c.params["words_of"]
+def words_absent(c: Criterion, input_data: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the key words of a ``words_absent`` criterion's ``words_of`` are not all in
+    its source: the input alone decides it, whatever the answer (its ``when`` aside)."""
+    words_of, source = c.params["words_of"], c.params["source"]
+    given = grounding.input_value(input_data, source)
     question = grounding.input_value(input_data, words_of)
     if grounding.is_missing(question) or grounding.is_missing(given):
         missing = words_of if grounding.is_missing(question) else source

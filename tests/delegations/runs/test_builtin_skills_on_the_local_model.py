@@ -51,3 +51,23 @@ def test_a_built_in_skill_started_from_its_prefilled_form_hands_back_a_structure
     assert run.skill.startswith(f"{skill}@") and run.skill in page
     for value in expected.values():
         assert json.dumps(value) in page or str(value) in page
+
+
+def test_a_who_question_is_answered_with_the_name_not_the_year_beside_it(
+        composer_client: Any, composer: Any, immediate_tasks: None, default_model: None) -> None:
+    """The answer is one of the passage's spans, scored on the skill's worked examples; left
+    to write it freely, Gemma 3 270M answered such questions with the year."""
+    call_command("load_builtin_skills", verbosity=0)
+    form = composer_client.get("/runs/new/?skill=context-answer").context["form"]
+    packet = json.loads(form.initial["packet"]) if isinstance(form.initial["packet"], str) \
+        else form.initial["packet"]
+    packet["input_data"] = {
+        "question": "Who restored the chapel at Brekke?",
+        "context": "The chapel at Brekke dates from 1650. It was restored in 1988 by the architect "
+                   "Sofie Lind. It seats 80 people."}
+    composer_client.post("/runs/new/", {"packet": json.dumps(packet), "adapter": "local", "adapter_config": ""})
+    run = Run.objects.get(owner=composer)
+    assert run.skill == "context-answer@1.2.0"
+    assert run.state == "COMPLETE", run.error
+    assert run.result["output_payload"]["answer"] == "Sofie Lind"
+    assert run.result["output_payload"]["found"] is True
