@@ -49,7 +49,7 @@ from ..errors import ProtocolError
 from ..schemas import validate_instance
 from . import grounding
 from .forms import GROUNDING_KINDS, Criterion, CriterionKind, output_field, value_has_type
-from .grammar import parse_criterion
+from .grammar import parse_criterion, readable_criteria
 
 if TYPE_CHECKING:
     from ..results import ResponsePackage
@@ -462,12 +462,8 @@ def missing_inputs(criteria: list[str | dict[str, Any]], input_data: dict[str, A
     """The input_data keys that grounding criteria check against and the input lacks: a run
     cannot meet those whatever it answers, so the missing input is what to report."""
     missing: list[str] = []
-    for raw in criteria:
-        try:
-            criterion = parse_criterion(raw)
-        except ProtocolError:
-            continue
-        if criterion is None or criterion.kind not in GROUNDING_KINDS:
+    for criterion in readable_criteria(criteria):
+        if criterion.kind not in GROUNDING_KINDS:
             continue
         for key in ("source", "words_of"):
             name = criterion.params.get(key)

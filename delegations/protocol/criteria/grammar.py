@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -472,6 +473,18 @@ def parse_criterion(value: str | dict[str, Any], field: str = "criterion") -> Cr
     raise ProtocolError(ErrorCode.INVALID_PACKET, f"{field}: expected a string or an object",
                         issues=[Issue(field, "a success criterion is free text or an object with a "
                                              f"kind; got {type(value).__name__}")])
+
+
+def readable_criteria(criteria: Iterable[str | dict[str, Any]]) -> Iterator[Criterion]:
+    """The criteria that read as checks, in order: vague text and malformed dicts are
+    skipped (lint and the criteria report say what is wrong with them)."""
+    for raw in criteria:
+        try:
+            criterion = parse_criterion(raw)
+        except ProtocolError:
+            continue
+        if criterion is not None:
+            yield criterion
 
 
 def criterion_issues(value: object, field: str = "criterion") -> list[Issue]:

@@ -52,12 +52,11 @@ from typing import Any
 
 # one spelling for the prompt and the host scoring it
 from ..adapters.label_choice import literal, verbal
-from ..errors import ProtocolError
 from ..schemas import validate_instance
 from . import grounding
 from .evaluation import words_absent
 from .forms import Criterion, CriterionKind, output_field, output_path
-from .grammar import parse_criterion
+from .grammar import readable_criteria
 
 MAX_CHOICES = 64      # more numbers than this in a source: left to the check (a long table)
 MAX_QUOTE_CHARS = 8000  # a longer source is not shaped: its automaton would outgrow the grammar
@@ -108,12 +107,8 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
     properties = output_schema.get("properties") if isinstance(output_schema, dict) else None
     if not isinstance(properties, dict):
         return shapes
-    for raw in criteria:
-        try:
-            criterion = parse_criterion(raw)
-        except ProtocolError:
-            continue
-        if criterion is None or criterion.kind not in _SHAPING:
+    for criterion in readable_criteria(criteria):
+        if criterion.kind not in _SHAPING:
             continue
         if criterion.kind is CriterionKind.WORDS_ABSENT:
             _rule_out(ruled_out, criterion, input_data)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..budgets import Budget, narrow
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES, issue_token, narrow_capabilities
-from ..criteria import CriterionKind, parse_criterion
+from ..criteria import CriterionKind, readable_criteria
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..lint import Finding, Severity, rejection_message
 from ..packet import HandoffPacket, SubagentType, parse_packet
@@ -80,11 +80,9 @@ def with_role_criteria(packet: HandoffPacket) -> HandoffPacket:
     verdict = properties.get("verdict") if isinstance(properties, dict) else None
     if not isinstance(verdict, dict) or not isinstance(verdict.get("enum"), list):
         return packet
-    for raw in packet.success_criteria:
-        with contextlib.suppress(ProtocolError):
-            parsed = parse_criterion(raw)
-            if parsed is not None and parsed.kind is CriterionKind.CONFIDENT and parsed.field_path == "verdict":
-                return packet
+    if any(criterion.kind is CriterionKind.CONFIDENT and criterion.field_path == "verdict"
+           for criterion in readable_criteria(packet.success_criteria)):
+        return packet
     criterion = {"kind": "confident", "path": "verdict", "min": VERIFIER_CONFIDENCE}
     return packet.model_copy(update={"success_criteria": [*packet.success_criteria, criterion]})
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..criteria import parse_criterion
+from ..criteria import readable_criteria
 from ..criteria.grounding import FETCHED_PAGES
-from ..errors import ProtocolError
 from ..tools import YIELD_CONTROL
 from .state import ActiveRun
 
@@ -48,15 +47,8 @@ def grounding_sources(input_data: dict[str, Any], fetched: str) -> dict[str, Any
 
 def judged_on_fetched_pages(criteria: list[str | dict[str, Any]]) -> bool:
     """Whether any criterion checks the answer against ``fetched_pages``."""
-    for raw in criteria:
-        try:
-            criterion = parse_criterion(raw)
-        except ProtocolError:
-            continue
-        if criterion is not None and FETCHED_PAGES in (criterion.params.get("source"),
-                                                         criterion.params.get("words_of")):
-            return True
-    return False
+    return any(FETCHED_PAGES in (criterion.params.get("source"), criterion.params.get("words_of"))
+               for criterion in readable_criteria(criteria))
 
 
 def step_for(run: ActiveRun) -> str | None:
