@@ -221,15 +221,37 @@ def _optional_body(request: HttpRequest, field: str) -> str:
 
 # -- runs -------------------------------------------------------------------------------------
 
+WAIT_MAX_S = 30.0
+# a waiting client has its answer once the run ends or waits for a person
+ANSWERED_STATES = frozenset({*TERMINAL_STATES, RunState.AWAITING_APPROVAL})
+
+
+def _wait_parameter() -> Any:
+    return Query(0, ge=0, le=WAIT_MAX_S, description=(
+        f"Seconds to wait (at most {WAIT_MAX_S:g}) for the run to end or to wait for a person; "
+        "the answer comes as soon as it does, so a client need not poll. The wait holds no "
+        "server thread."))
+
+
 @router.post("", response={201: RunDetailOut}, summary="Start a run")
-def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]]:
+async def create_run(request: HttpRequest, body: RunCreateIn,
+                     wait: float = _wait_parameter()) -> Status[dict[str, Any]]:
     """From a packet (any dialect) or a saved delegation. A packet naming a skill runs
     the registry's version of it, pinned as ``name@version`` in ``skill``. 422 when the
     packet is invalid (with every issue), names a skill or version the registry lacks,
     has input_data the skill's input_schema refuses, or the adapter is unknown or
     misconfigured; a packet with lint errors becomes a REJECTED run whose findings are in
     the response. A W3C ``traceparent`` header makes the run tree continue the caller's
-    trace (a malformed one is ignored)."""
+    trace (a malformed one is ignored). With ``wait``, the answer is the run once it ended
+    or waits for a person (or as it stands when the wait runs out): one request instead of
+    a start and a ``GET ?wait=``."""
+    run, detail = await sync_to_async(_create_run)(request, body, bool(wait))
+    if wait and run.state not in ANSWERED_STATES:
+        detail = await _answer(request, run.pk, wait)
+    return Status(201, detail)
+
+
+def _create_run(request: HttpRequest, body: RunCreateIn, waits: bool) -> tuple[Run, dict[str, Any]]:
     if not can_compose(request.user):
         raise PermissionDenied("Starting runs needs the composer role.")
     if (body.packet is None) == (body.delegation_id is None):
@@ -250,7 +272,10 @@ def create_run(request: HttpRequest, body: RunCreateIn) -> Status[dict[str, Any]
     run = run_create(packet=packet, adapter=adapter.name if adapter else None,
                      config=adapter.config if adapter else None, owner=request.user,
                      delegation=delegation, traceparent=request.headers.get("traceparent", ""))
-    return Status(201, run_detail(run, new=True))
+    detail = run_detail(run, new=True)
+    if waits:
+        release_connection()
+    return run, detail
 
 
 @router.get("", response=RunPageOut, summary="List runs")
@@ -311,11 +336,6 @@ def import_run(request: HttpRequest) -> Status[dict[str, Any]]:
                         "runs": len(document["runs"]), "events": len(document["events"])})
 
 
-WAIT_MAX_S = 30.0
-# a waiting client has its answer once the run ends or waits for a person
-ANSWERED_STATES = frozenset({*TERMINAL_STATES, RunState.AWAITING_APPROVAL})
-
-
 def _detail_if_settled(request: HttpRequest, run_id: str, *, anyway: bool) -> tuple[bool, dict[str, Any] | None]:
     """Whether a waiting client has its answer (the run ended, or waits for a person), and
     the run as GET returns it then (or ``anyway``). The connection is closed after the
@@ -329,11 +349,12 @@ def _detail_if_settled(request: HttpRequest, run_id: str, *, anyway: bool) -> tu
 
 
 @router.get("/{run_id}", response=RunDetailOut, summary="One run")
-async def get_run(request: HttpRequest, run_id: str, wait: float = Query(
-        0, ge=0, le=WAIT_MAX_S,
-        description=f"Seconds to wait (at most {WAIT_MAX_S:g}) for the run to end or to wait for a "
-                    "person; the answer comes as soon as it does, so a client need not poll. The "
-                    "wait holds no server thread.")) -> dict[str, Any]:
+async def get_run(request: HttpRequest, run_id: str, wait: float = _wait_parameter()) -> dict[str, Any]:
+    return await _answer(request, run_id, wait)
+
+
+async def _answer(request: HttpRequest, run_id: str, wait: float) -> dict[str, Any]:
+    """The run as GET returns it, once it is settled or ``wait`` seconds ran out."""
     look = sync_to_async(_detail_if_settled)
     detail = await wait_for(run_id, wait, lambda: look(request, run_id, anyway=False),
                             ANSWERED_STATES) if wait else None

@@ -1,5 +1,5 @@
-"""`GET /api/runs/{id}?wait=S`: a client waits for a run's answer instead of polling. On a
-real `manage.py serve`, as `make run` starts it."""
+"""`GET /api/runs/{id}?wait=S` and `POST /api/runs?wait=S`: a client waits for a run's
+answer instead of polling. On a real `manage.py serve`, as `make run` starts it."""
 
 from __future__ import annotations
 
@@ -82,8 +82,40 @@ def test_a_run_id_that_names_no_run_is_404_whether_or_not_one_waits(
         assert took < 3, took
 
 
-def test_the_wait_is_in_the_openapi_document_with_its_cap(client: Any) -> None:
-    operation = client.get("/api/openapi.json").json()["paths"]["/api/runs/{run_id}"]["get"]
+def started_and_waited(url: str, headers: dict[str, str], wait: Any, script: dict[str, Any],
+                       **packet: Any) -> tuple[httpx.Response, float]:
+    began = time.monotonic()
+    answer = httpx.post(f"{url}/api/runs", params={"wait": wait}, headers=headers, timeout=60, json={
+        "packet": scripts.packet(**packet), "adapter": {"name": "scripted", "config": script}})
+    return answer, time.monotonic() - began
+
+
+def test_a_run_started_with_a_wait_is_answered_once_it_ended_in_one_request(
+        live_url: str, composer_api: dict[str, str]) -> None:
+    answer, took = started_and_waited(live_url, composer_api, 20, {"script": [scripts.yield_turn(delay_ms=1500)]})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["state"] == "COMPLETE" and answer.json()["result"]["output_payload"] == scripts.ANSWER
+    assert 1.0 < took < 10, took
+    parked, took = started_and_waited(live_url, composer_api, 20, scripts.needs_approval(),
+                                      capabilities=["file_delete"])
+    assert parked.status_code == 201 and parked.json()["state"] == "AWAITING_APPROVAL" and took < 10
+    working, took = started_and_waited(live_url, composer_api, 1, {"script": [scripts.yield_turn(delay_ms=4000)]})
+    assert working.status_code == 201 and working.json()["state"] in ("PENDING", "ACCEPTED", "WORKING")
+    assert 0.9 < took < 3.5, took
+
+
+@pytest.mark.parametrize("wait", ["31", "-1", "soon"])
+def test_a_start_with_a_wrong_wait_is_422_and_starts_nothing(
+        live_url: str, composer_api: dict[str, str], wait: str) -> None:
+    before = httpx.get(f"{live_url}/api/runs", headers=composer_api, timeout=30).json()["count"]
+    answer, _ = started_and_waited(live_url, composer_api, wait, {"script": [scripts.yield_turn()]})
+    assert answer.status_code == 422 and "wait" in answer.text
+    assert httpx.get(f"{live_url}/api/runs", headers=composer_api, timeout=30).json()["count"] == before
+
+
+@pytest.mark.parametrize(("path", "method"), [("/api/runs/{run_id}", "get"), ("/api/runs", "post")])
+def test_the_wait_is_in_the_openapi_document_with_its_cap(client: Any, path: str, method: str) -> None:
+    operation = client.get("/api/openapi.json").json()["paths"][path][method]
     [wait] = [parameter for parameter in operation["parameters"] if parameter["name"] == "wait"]
     assert wait["schema"]["maximum"] == 30 and wait["schema"]["minimum"] == 0
     assert "holds no server thread" in wait["description"]

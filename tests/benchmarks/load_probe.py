@@ -1,9 +1,11 @@
 """The load probe: one-turn runs through the REST API, as a program uses Handoff, at 1, 8 and
 32 concurrent clients; what a client sees end to end.
 
-Each client is a composer of its own with an API token. It starts a run (``POST /api/runs``,
-a one-turn scripted model that answers at once) and waits for its result (``GET
-/api/runs/{id}?wait=30``, or polling every 20 ms with ``--poll``), then starts the next, for
+Each client is a composer of its own with an API token. It starts a run (a one-turn
+scripted model that answers at once) and waits for its result: in the same request
+(``POST /api/runs?wait=30``, ``--client start-and-wait``, the default), with a second one
+(``GET /api/runs/{id}?wait=30``, ``--client wait``) or polling every 20 ms (``--client
+poll``); then it starts the next, for
 ``--seconds`` per level after a short warm-up. A refused run (429) waits the Retry-After it
 was given. Per level it prints runs offered, accepted and refused per second, completed
 per second, post -> result p50 / p95, and the server's CPU per completed run (every process
@@ -133,20 +135,23 @@ class Level:
 
 # -- clients ----------------------------------------------------------------------------------
 
-async def ended(client: Any, auth: dict[str, str], run_id: str, poll: bool, deadline: float) -> dict[str, Any]:
+CLIENTS = ("start-and-wait", "wait", "poll")
+
+
+async def ended(client: Any, auth: dict[str, str], run: dict[str, Any], how: str, deadline: float) -> dict[str, Any]:
     """The run once it ended: one long wait at a time (``?wait=``), or polling."""
-    while True:
-        answer = await client.get(f"/api/runs/{run_id}", headers=auth, params=None if poll else {"wait": 30})
+    while run["state"] not in TERMINAL and time.monotonic() <= deadline:
+        answer = await client.get(f"/api/runs/{run['id']}", headers=auth,
+                                  params=None if how == "poll" else {"wait": 30})
         answer.raise_for_status()
         run = dict(answer.json())
-        if run["state"] in TERMINAL or time.monotonic() > deadline:
-            return run
-        if poll:
+        if how == "poll" and run["state"] not in TERMINAL:
             await asyncio.sleep(0.02)
+    return run
 
 
 async def client_loop(client: Any, token: str, packet: dict[str, Any], adapter: dict[str, Any],
-                      poll: bool, window: tuple[float, float], level: Level, flight: list[int]) -> None:
+                      how: str, window: tuple[float, float], level: Level, flight: list[int]) -> None:
     import httpx
 
     start, end = window
@@ -155,7 +160,8 @@ async def client_loop(client: Any, token: str, packet: dict[str, Any], adapter: 
         counted = time.monotonic() >= start
         posted = time.monotonic()
         try:
-            answer = await client.post("/api/runs", headers=auth, json={"packet": packet, "adapter": adapter})
+            answer = await client.post("/api/runs", headers=auth, json={"packet": packet, "adapter": adapter},
+                                       params={"wait": 30} if how == "start-and-wait" else None)
         except httpx.HTTPError as exc:
             level.error(type(exc).__name__)
             await asyncio.sleep(0.1)
@@ -173,7 +179,7 @@ async def client_loop(client: Any, token: str, packet: dict[str, Any], adapter: 
         flight[0] += 1
         level.in_flight_max = max(level.in_flight_max, flight[0])
         try:
-            run = await ended(client, auth, str(answer.json()["id"]), poll, posted + 120)
+            run = await ended(client, auth, dict(answer.json()), how, posted + 120)
         except httpx.HTTPError as exc:
             level.error(type(exc).__name__)
             continue
@@ -185,7 +191,7 @@ async def client_loop(client: Any, token: str, packet: dict[str, Any], adapter: 
             level.not_complete += run["state"] != "COMPLETE"
 
 
-async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, poll: bool,
+async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, how: str,
                 adapter: dict[str, Any], pids: list[int]) -> Level:
     """``clients`` clients (one connection each, in one pool) for a warm-up and ``seconds``."""
     import httpx
@@ -204,7 +210,7 @@ async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, 
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
-        await asyncio.gather(measure_cpu(), *(client_loop(client, tokens[index], packet, adapter, poll,
+        await asyncio.gather(measure_cpu(), *(client_loop(client, tokens[index], packet, adapter, how,
                                                           (start, end), level, flight)
                                               for index in range(clients)))
     return level
@@ -306,7 +312,7 @@ def embedded(args: argparse.Namespace) -> list[tuple[str, Level]]:
         tokens = setup_users(max(levels))
         adapter = {"name": "scripted", "config": ONE_TURN}
         for clients in levels:
-            level = asyncio.run(drive(server.url, tokens, clients, args.seconds, args.poll, adapter, server.pids))
+            level = asyncio.run(drive(server.url, tokens, clients, args.seconds, args.client, adapter, server.pids))
             results.append((f"embedded, {clients} client{'s' if clients > 1 else ''}", level))
             report(*results[-1], args)
     finally:
@@ -339,7 +345,7 @@ def scaleout(args: argparse.Namespace) -> list[tuple[str, Level]]:
             try:
                 stack.start(workers=workers)
                 pids = [stack.server.pid, *(worker.pid for worker in stack.workers)] if stack.server else []
-                level = asyncio.run(drive(stack.url, tokens, clients, args.seconds, args.poll, adapter, pids))
+                level = asyncio.run(drive(stack.url, tokens, clients, args.seconds, args.client, adapter, pids))
                 results.append((f"scale-out, {workers} worker{'s' if workers > 1 else ''}, {clients} clients",
                                 level))
                 report(*results[-1], args)
@@ -372,7 +378,7 @@ def slow(args: argparse.Namespace) -> list[tuple[str, Level]]:
         tokens = setup_users(args.in_flight)
         adapter = {"name": "openai", "config": {"model": "probe"}}
         rss_before = resident_mb(server.pids[0])
-        level = asyncio.run(drive(server.url, tokens, args.in_flight, args.seconds, args.poll, adapter, server.pids))
+        level = asyncio.run(drive(server.url, tokens, args.in_flight, args.seconds, args.client, adapter, server.pids))
         rss_during = resident_mb(server.pids[0])
         results.append((f"slow model ({args.latency_ms} ms), {args.in_flight} clients", level))
         report(*results[-1], args)
@@ -402,7 +408,9 @@ def main() -> None:
                         help="scale-out: a PostgreSQL server on loopback")
     parser.add_argument("--latency-ms", type=int, default=500, help="slow: the model's answer time")
     parser.add_argument("--in-flight", type=int, default=250, help="slow: runs kept going at once")
-    parser.add_argument("--poll", action="store_true", help="poll GET /api/runs/{id} every 20 ms instead of ?wait=")
+    parser.add_argument("--client", choices=CLIENTS, default=CLIENTS[0],
+                        help="how a client waits for its run: in its POST (?wait=30), with a GET ?wait=30, "
+                             "or polling GET every 20 ms")
     parser.add_argument("--json", action="store_true", help="one JSON line per level")
     args = parser.parse_args()
     {"embedded": embedded, "scaleout": scaleout, "slow": slow}[args.mode](args)
