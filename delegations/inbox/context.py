@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from delegations.inbox.decisions import decide_refusal
 from delegations.models import Approval, Run, RunEvent
+from delegations.protocol.adapters.label_choice import verbal
 from delegations.protocol.approvals import ALWAYS_ALLOW_KINDS, allowed_decisions
 from delegations.protocol.budgets import CONSUMABLE_AXES, remaining
 from delegations.protocol.capabilities import (
@@ -34,6 +35,7 @@ from delegations.protocol.capabilities import (
     CAPABILITY_DESCRIPTIONS,
     CAPABILITY_TOOLS,
 )
+from delegations.protocol.criteria import percent
 from delegations.run_pages.display import (
     AXIS_LABELS,
     budget_amount,
@@ -363,14 +365,6 @@ def _invalid_result(context: dict[str, Any], payload: dict[str, Any], who: str, 
     context["rejecting"] = "Fail ends the run FAILED with ERR_INVALID_RESULT."
 
 
-def _percent(value: Any) -> str:
-    return f"{value * 100:.0f} %" if isinstance(value, int | float) and not isinstance(value, bool) else ""
-
-
-def _shown(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
 def review_view(payload: dict[str, Any]) -> dict[str, Any]:
     """A review item as a person reads it: the input, and per field the value the model
     proposes with its probability, the alternatives with theirs, and the values a
@@ -380,14 +374,14 @@ def review_view(payload: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(entry, dict) or not isinstance(entry.get("field"), str):
             continue
         proposed = entry.get("proposed")
-        alternatives = [{"value": _shown(alt.get("value")), "probability": _percent(alt.get("probability"))}
+        alternatives = [{"value": verbal(alt.get("value")), "probability": percent(alt.get("probability"), "")}
                         for alt in entry.get("alternatives") or [] if isinstance(alt, dict)]
-        choices = [{"value": _shown(choice), "json": json.dumps({entry["field"]: choice}, ensure_ascii=False),
+        choices = [{"value": verbal(choice), "json": json.dumps({entry["field"]: choice}, ensure_ascii=False),
                     "proposed": choice == proposed} for choice in entry.get("choices") or []]
         criteria = [str(item.get("detail") or item.get("criterion") or "")
                     for item in entry.get("criteria") or [] if isinstance(item, dict)]
-        fields.append({"name": entry["field"], "proposed": _shown(proposed),
-                       "probability": _percent(entry.get("probability")),
+        fields.append({"name": entry["field"], "proposed": verbal(proposed),
+                       "probability": percent(entry.get("probability"), ""),
                        "calibrated": bool(entry.get("calibrated")), "alternatives": alternatives,
                        "choices": choices, "criteria": criteria})
     inputs = payload.get("input") if isinstance(payload.get("input"), dict) else {}

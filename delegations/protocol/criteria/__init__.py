@@ -19,6 +19,7 @@ from .evaluation import (
     label_score,
     locate,
     missing_inputs,
+    percent,
     resolve,
     result_text,
     unchecked_fields,
@@ -37,7 +38,7 @@ from .grammar import criterion_issues, parse_criterion, readable_criteria
 __all__ = [
     "CANNOT_SCORE", "GROUNDING_KINDS", "LABEL_SCORES", "TYPE_ALIASES", "CriteriaReport", "Criterion",
     "CriterionKind", "CriterionResult", "check", "criteria_summary", "criterion_issues", "describe",
-    "evaluate_criteria", "label_score", "locate", "missing_inputs", "output_field", "parse_criterion",
+    "evaluate_criteria", "label_score", "locate", "missing_inputs", "output_field", "parse_criterion", "percent",
     "readable_criteria",
     "resolve", "result_text", "unchecked_fields", "value_has_type",
 ]

@@ -536,20 +536,21 @@ def _check_confident(c: Criterion, result: ResponsePackage) -> tuple[bool, str, 
         proposed = score.get("proposed", score.get("value"))
         how = "confirmed" if proposed == value else f"set (the model proposed {_short(proposed)})"
         return True, (f"{path} = {_short(value)}, {how} by {score['reviewed_by']} in review; the model's "
-                      f"probability was {_percent(score.get('probability'))}"), True
+                      f"probability was {percent(score.get('probability'))}"), True
     probability = score.get("probability")
     if not isinstance(probability, int | float) or score.get("value") != value:
         return False, f"{path} = {_short(value)}: {CANNOT_SCORE}", False
-    others = ", ".join(f"{_short(alt.get('value'))} {_percent(alt.get('probability'))}"
+    others = ", ".join(f"{_short(alt.get('value'))} {percent(alt.get('probability'))}"
                        for alt in score.get("alternatives") or [] if isinstance(alt, dict))
     ok = isinstance(minimum, int | float) and 0 <= minimum <= 1 and probability >= minimum
-    detail = (f"{path} = {_short(value)} with probability {_percent(probability)} "
-              f"({'at least' if ok else 'below'} {_percent(minimum)})" + (f"; alternatives {others}" if others else ""))
+    detail = (f"{path} = {_short(value)} with probability {percent(probability)} "
+              f"({'at least' if ok else 'below'} {percent(minimum)})" + (f"; alternatives {others}" if others else ""))
     return ok, detail, True
 
 
-def _percent(value: object) -> str:
-    return f"{value * 100:.0f} %" if isinstance(value, int | float) and not isinstance(value, bool) else "unknown"
+def percent(value: object, unknown: str = "unknown") -> str:
+    """A probability as people read it ("42 %"), or ``unknown`` when it is not a number."""
+    return f"{value * 100:.0f} %" if isinstance(value, int | float) and not isinstance(value, bool) else unknown
 
 
 def unchecked_fields(criteria: list[Criterion], output_schema: dict[str, Any] | None,
