@@ -186,7 +186,11 @@ class OpenAIAdapter(HostedAdapter[openai.AsyncOpenAI]):
             request["max_tokens"] = self.max_tokens
         if self.seed is not None:
             request["seed"] = self.seed
-        self._labels = dict(output_shapes(tools).get("labels") or {}) if self.logprobs else {}
+        shapes = output_shapes(tools)
+        # a span (a passage's names and sentences) is the local model's choice: a hosted
+        # model writes its answer freely, and only enum labels are read from its logprobs
+        self._labels = {name: values for name, values in (shapes.get("labels") or {}).items()
+                        if name not in (shapes.get("spans") or {})} if self.logprobs else {}
         if self._labels:
             request["logprobs"], request["top_logprobs"] = True, TOP_LOGPROBS
         return request
