@@ -77,6 +77,17 @@ def test_an_input_that_fails_a_words_absent_criterion_rules_its_condition_out() 
     assert output_shapes(criteria, CONTEXT, lacks_one).labels["found"] == [True, False]
 
 
+def test_a_condition_left_certain_drops_the_other_branchs_values_from_a_span() -> None:
+    examples = [{"input": {"context": "It opened in 1937."}, "output": {"answer": "The passage does not say."}}]
+    criteria = ["When `found` is true, `answer` appears in `context`",
+                "When `found` is false, the key words of `question` are not all in `context`"]
+    found_for_sure = output_shapes(criteria, CONTEXT, {"question": "Who built the windmill?", "context": WINDMILL},
+                                   examples)
+    assert "The passage does not say." not in found_for_sure.spans["answer"]
+    maybe = output_shapes(criteria, CONTEXT, {"question": "Who painted it?", "context": WINDMILL}, examples)
+    assert maybe.spans["answer"][-1] == "The passage does not say."
+
+
 def test_a_source_the_input_lacks_or_leaves_empty_is_named() -> None:
     assert output_shapes(GROUNDED_PRICE, PRICE, {"query": "gold"}).empty == [
         ("price", "quote_text"), ("currency", "quote_text")]

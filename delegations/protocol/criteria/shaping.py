@@ -33,7 +33,8 @@ whether or not the context held the answer).
 A criterion with a ``when`` still shapes its field, loosened so that the other branch stays
 open: a quote may then be empty ("When `found` is true, `evidence` is quoted from `context`"
 leaves ``evidence: ""`` possible when nothing is found), and a span may also be any value
-the skill's worked examples give the field ("The passage does not say."). A shape whose source the input lacks
+the skill's worked examples give the field ("The passage does not say."), unless the other
+criteria leave the condition certain. A shape whose source the input lacks
 or leaves empty cannot be met by any value: it is listed in ``empty`` with its source, and
 an adapter that shapes decoding fails the run with ERR_INSUFFICIENT_CONTEXT naming it
 instead of decoding a value the criterion refuses anyway.
@@ -104,6 +105,7 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
     labels' prompts, with the skill's worked ``examples`` (``{"input", "output"}``)."""
     shapes = OutputShapes()
     ruled_out: dict[str, list[str]] = {}   # per field, the values (as literals) criteria rule out
+    hedged: dict[str, tuple[dict[str, Any], list[Any]]] = {}   # span field -> (when, other branch's values)
     properties = output_schema.get("properties") if isinstance(output_schema, dict) else None
     if not isinstance(properties, dict):
         return shapes
@@ -141,9 +143,17 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
         elif criterion.kind is CriterionKind.APPEARS_IN and _is_string(spec):
             found = _spans(grounding.source_text(given), spec, path)
             if found and conditional:
-                found += [value for value in _other_branch(examples, path, source)
-                          if value not in found and not validate_instance(spec, value, path)]
+                other = [value for value in _other_branch(examples, path, source)
+                         if value not in found and not validate_instance(spec, value, path)]
+                found += other
+                hedged[path] = (criterion.params["when"], other)
             _offer(shapes, shapes.spans, path, source, found)
+    for name, (when, other) in hedged.items():
+        condition = output_field(when["path"])
+        left = [value for value in label_values(properties.get(condition))
+                if literal(value) not in ruled_out.get(condition, [])]
+        if name in shapes.spans and left == [when["value"]]:   # the condition holds whatever is decoded
+            shapes.spans[name] = [value for value in shapes.spans[name] if value not in other]
     for name, spec in properties.items():
         allowed: list[Any] = shapes.choices.get(name) or shapes.spans.get(name) or label_values(spec)
         if name in ruled_out:

@@ -163,7 +163,11 @@ def test_a_text_alone_is_the_goal_of_a_task_lint_reads(live_url: str, composer_a
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_auth_required_waits_for_the_inbox_then_completes_and_a_resubscribe_misses_nothing(
         live_url: str, composer_api: dict[str, str], approver_api: dict[str, str], binding: str) -> None:
-    sent = message(scripts.approval_packet(), adapter=scripted(scripts.needs_approval()))
+    config = scripts.needs_approval()
+    # the turn after the decision takes a while, so the resubscribe comes before the task
+    # ends: a task that ended cannot be subscribed to (the spec's UnsupportedOperationError)
+    config["script"][-1]["delay_ms"] = 1500
+    sent = message(scripts.approval_packet(), adapter=scripted(config))
     async with a2a_client(live_url, composer_api, binding) as client:
         stream = client.send_message(request(sent))
         first = [await anext(stream)]   # the stream drops after its snapshot
