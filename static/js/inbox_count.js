@@ -83,7 +83,20 @@
     };
   }
 
-  // after every deferred script ran: the page's own script listens before the first frame
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", connect);
-  else connect();
+  // after every deferred script ran, so the page's own script (inbox.js) listens before
+  // the socket opens and its first frame comes. Deferred scripts run while readyState is
+  // already "interactive", before DOMContentLoaded: connecting then, the socket could open
+  // while inbox.js was still loading, and the page never heard it was live. A script run
+  // after DOMContentLoaded (readyState "interactive" too) starts on load.
+  var started = false;
+  function start() {
+    if (started) return;
+    started = true;
+    connect();
+  }
+  if (document.readyState === "complete") start();
+  else {
+    document.addEventListener("DOMContentLoaded", start);
+    window.addEventListener("load", start);
+  }
 })();

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -111,3 +112,18 @@ def test_the_runs_owner_is_refused_with_the_reason(live_url: str, page: Any, adm
     page.wait_for_timeout(500)
     response = httpx.get(f"{live_url}/api/approvals", params={"status": "pending"}, headers=bearer(admin_user))
     assert [entry["run_id"] for entry in response.json()["results"]] == [run_id]
+
+
+def test_the_inbox_hears_its_socket_even_when_its_own_script_loads_late(
+        live_url: str, page: Any, approver: Any) -> None:
+    """The nav's socket script must not connect before the page's own script listens:
+    with inbox.js held back, the socket used to open unheard and the page never said
+    "Live"."""
+    def late(route: Any) -> None:
+        time.sleep(1.0)
+        route.continue_()
+
+    page.route(re.compile(r".*/js/inbox\.js.*"), late)
+    login(page, live_url, approver.username)
+    page.goto(f"{live_url}/inbox/")
+    page.wait_for_selector("#inbox-live[data-status=live]", timeout=10_000)
