@@ -148,18 +148,17 @@ def output_shapes(criteria: list[str | dict[str, Any]], output_schema: dict[str,
                 found += other
                 hedged[path] = (criterion.params["when"], other)
             _offer(shapes, shapes.spans, path, source, found)
+    for name, out in ruled_out.items():   # decoding keeps to the values left
+        left = [value for value in shapes.choices.get(name) or label_values(properties.get(name))
+                if literal(value) not in out]
+        if left:
+            shapes.choices[name] = left
     for name, (when, other) in hedged.items():
-        condition = output_field(when["path"])
-        left = [value for value in label_values(properties.get(condition))
-                if literal(value) not in ruled_out.get(condition, [])]
-        if name in shapes.spans and left == [when["value"]]:   # the condition holds whatever is decoded
+        if name in shapes.spans and shapes.choices.get(output_field(when["path"])) == [when["value"]]:
+            # the condition holds whatever is decoded: its other branch is not open
             shapes.spans[name] = [value for value in shapes.spans[name] if value not in other]
     for name, spec in properties.items():
         allowed: list[Any] = shapes.choices.get(name) or shapes.spans.get(name) or label_values(spec)
-        if name in ruled_out:
-            allowed = [value for value in allowed if literal(value) not in ruled_out[name]]
-            if len(allowed) == 1:
-                shapes.choices[name] = allowed
         if len(allowed) > 1:
             shapes.labels[name] = allowed
             prompts = label_prompts(name, input_data, examples)
