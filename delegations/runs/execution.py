@@ -71,7 +71,8 @@ class Execution:
 
     def __init__(self, run: Run, owner: str, *, on_finished: FinishedHook | None = None,
                  gate: ApprovalGate | None = None, listener: EventListener | None = None,
-                 db_thread: DatabaseThread | None = None, watchman: Watchman | None = None) -> None:
+                 db_thread: DatabaseThread | None = None, watchman: Watchman | None = None,
+                 resume: bool | None = None) -> None:
         self.run = run
         self.root_id = run.pk
         self.owner = owner
@@ -87,7 +88,8 @@ class Execution:
                              settings=runner_settings(), skills=self.skill_manifest, mcp=mcp_tools(),
                              remote=remote_agents())
         self._cancelled: set[str] = set()
-        self._resume = run.has_checkpoint
+        # a new run (eager start) has no checkpoint: asking the database was a query a run
+        self._resume = run.has_checkpoint if resume is None else resume
 
     async def skill_manifest(self, ref: str) -> SkillManifest | None:
         """The runner's skill lookup (the root's skill, a ``delegate_task`` naming one): the
@@ -202,6 +204,10 @@ class RunHost:
 
     _instance: RunHost | None = None
     _lock = threading.Lock()
+    # Whether runs created in this process start on its host at once (:func:`start_new`):
+    # only while a worker of this process takes tasks, so a web process without one (the
+    # scale-out stack's, a shell) never executes runs.
+    takes_new_runs = False
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -273,4 +279,27 @@ def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None)
     if not wait:
         return "started"
     return future.result()
+
+
+def start_new(run: Run, owner: str, on_finished: FinishedHook | None = None) -> bool:
+    """Eager start: execute root run ``run``, just created holding a lease of ``owner``, on
+    this process's run host at once, without a trip through the task queue, as Temporal's
+    Eager Workflow Start hands a new workflow's first task to the starter's own worker.
+    False when the host is full (or the execution could not be set up): the caller gives
+    the lease back and queues the run. Should this process die before the tree ends, the
+    lease runs out and the sweeper queues the run again, as for any worker lost."""
+    if not RunHost.takes_new_runs:
+        return False
+    host = RunHost.get()
+    if not host.room.acquire(blocking=False):
+        return False
+    try:
+        execution = Execution(run, owner, on_finished=on_finished, db_thread=host.db,
+                              watchman=host.watchman, resume=False)
+    except Exception:
+        logger.exception("Run %s could not start on this process's run host; queueing it", run.pk)
+        host.room.release()
+        return False
+    host.submit(execution)
+    return True
 

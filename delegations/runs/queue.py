@@ -8,7 +8,9 @@ item), so enqueueing a run twice is harmless and the sweeper may re-enqueue free
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -22,7 +24,8 @@ from delegations.models import Approval, Run
 from delegations.models.runs import LANE_STATES
 from delegations.protocol.lifecycle import RunState
 from delegations.runs import traces
-from delegations.runs.execution import execute
+from delegations.runs.execution import RunHost, execute, start_new
+from delegations.runs.leases import lease_seconds, new_lease_owner, release_lease
 
 
 @task()
@@ -44,6 +47,29 @@ def execute_run(run_id: str) -> str:
 def enqueue_run(run_id: str) -> None:
     """Queue ``execute_run`` once the current transaction commits (at once outside one)."""
     transaction.on_commit(lambda: execute_run.enqueue(run_id))
+
+
+def start_when_committed(run: Run) -> None:
+    """Start new root run ``run``, its lane slot taken, once the transaction commits; called
+    before its row is inserted. Where this process's run host takes new runs (an embedded
+    worker runs here) the row is inserted holding a lease of this host and the run starts
+    there as the transaction commits (:func:`~.execution.start_new`): a one-turn run's
+    task (its insert, the worker's claim, its lease taken, its finish: three write
+    transactions of SQLite's one writer) was a third of the server's time a run
+    (load_probe.py, py-spy). Otherwise, and when the host is full, through the queue."""
+    if not RunHost.takes_new_runs:
+        enqueue_run(run.pk)
+        return
+    owner = new_lease_owner()
+    run.lease_owner, run.lease_expires_at = owner, timezone.now() + timedelta(seconds=lease_seconds())
+    # a copy: the caller goes on using (and refreshing) its own while the host executes
+    transaction.on_commit(lambda: _start_here(copy.copy(run), owner))
+
+
+def _start_here(run: Run, owner: str) -> None:
+    if not start_new(run, owner, on_finished=after_execution):
+        release_lease(run.pk, owner)
+        execute_run.enqueue(run.pk)
 
 
 def after_execution(root_id: str, state: str) -> None:

@@ -27,6 +27,7 @@ from django_tasks_db.models import DBTaskResult
 from rq import SimpleWorker
 
 from delegations.models import WorkerHeartbeat
+from delegations.runs.execution import RunHost
 from delegations.runs.maintenance import archive_job, sweep_job
 
 # Young collections at CPython's default (every 700 new containers) ran about ten
@@ -113,12 +114,14 @@ class WorkerThread(threading.Thread):
         self._heartbeat.touch()
         self._heartbeat.start()
         task_enqueued.connect(self._task_enqueued)
+        RunHost.takes_new_runs = True   # runs created in this process start here at once
         try:
             while not self._stop_event.is_set():
                 self._wake.clear()  # before polling: an enqueue during the poll polls again
                 self._poll_once()
                 self._wake.wait(self.interval)
         finally:
+            RunHost.takes_new_runs = False
             task_enqueued.disconnect(self._task_enqueued)
             close_old_connections()
 

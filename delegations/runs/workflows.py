@@ -26,7 +26,13 @@ from delegations.protocol.trace_context import parse_traceparent
 from delegations.refusals import Refusal
 from delegations.runs.cancelling import end_cancelled
 from delegations.runs.lint import LintReport, lint_as_run
-from delegations.runs.queue import LaneCounts, dispatch_lane, enqueue_run, lane_counts
+from delegations.runs.queue import (
+    LaneCounts,
+    dispatch_lane,
+    enqueue_run,
+    lane_counts,
+    start_when_committed,
+)
 from delegations.runs.record import append_events, record_end
 from delegations.runs.redaction import redactor
 from delegations.runs.runner_setup import adapter_config
@@ -133,19 +139,17 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
         # a run its caller executes itself never waits in the lane
         allocated_at=None if start else timezone.now())
     with transaction.atomic():
-        queued = False
         if start and not errors:
             counts = lane_counts(run.owner_id)
             _check_room_to_wait(owner, counts)   # nothing is written when refused
             if counts.room_now:   # a slot at once (else a slot freed hands it one, oldest first)
-                run.allocated_at, queued = timezone.now(), True
+                run.allocated_at = timezone.now()
+                start_when_committed(run)
         run.save(force_insert=True)
         if errors:
             record_end(run, RunState.REJECTED, error={
                 "code": ErrorCode.INVALID_PACKET.value, "message": rejection_message(errors),
                 "findings": errors})
-        elif queued:
-            enqueue_run(run.pk)
     run.refresh_from_db()   # an immediate task backend has run it already
     if owner is not None:
         run.owner = owner   # as the refresh dropped it: read again for the answer, it cost a query

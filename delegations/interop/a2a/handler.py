@@ -45,7 +45,7 @@ from delegations.live.notices import FALLBACK_S, Notices, run_notices
 from . import workflows
 from .card import agent_card
 from .push_configs import TaskPushConfigStore, check_config
-from .tasks import task_of, task_read, updates_after
+from .tasks import task_of, task_read, task_submitted, updates_after
 
 audit = logging.getLogger("handoff.a2a")
 
@@ -94,7 +94,9 @@ class HandoffRequestHandler(RequestHandler):
         user, base_url = caller(context)
         run_id = await task_sent(params, context)
         audit.info("a2a SendStreamingMessage by %s task=%s", user.get_username(), run_id)
-        async for event in self._snapshot_then_events(run_id, base_url):
+        # a message on a task: from where it stands; a new task: from its submission
+        first = None if params.message.task_id else await sync_to_async(task_submitted)(run_id, base_url=base_url)
+        async for event in self._snapshot_then_events(run_id, base_url, first):
             yield event
 
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
@@ -164,10 +166,12 @@ class HandoffRequestHandler(RequestHandler):
     async def _task(self, run_id: str, base_url: str, history_length: int | None) -> Task:
         return await sync_to_async(task_read)(run_id, base_url=base_url, history_length=history_length)
 
-    async def _snapshot_then_events(self, run_id: str, base_url: str) -> AsyncGenerator[Event]:
-        """The task as it stands (its history is every event so far), then each new event,
-        until the task ends or waits for someone (the spec's SubscribeToTask)."""
-        snapshot = await self._task(run_id, base_url, None)
+    async def _snapshot_then_events(self, run_id: str, base_url: str,
+                                    snapshot: Task | None = None) -> AsyncGenerator[Event]:
+        """The task as it stands (its history is every event so far), or the ``snapshot``
+        given, then each event after it, until the task ends or waits for someone (the
+        spec's SubscribeToTask)."""
+        snapshot = snapshot if snapshot is not None else await self._task(run_id, base_url, None)
         yield snapshot
         if snapshot.status.state in TERMINAL:
             return

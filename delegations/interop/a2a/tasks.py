@@ -138,6 +138,21 @@ def task_read(task_id: str, *, base_url: str, history_length: int | None = None)
     return task_of(Run.objects.get(pk=task_id), base_url=base_url, history_length=history_length)
 
 
+def task_submitted(task_id: str, *, base_url: str) -> Task:
+    """New task ``task_id`` as it was submitted, before its run did anything (log seq 0):
+    what the stream of the send that made it sends first, so that every change after shows
+    however fast the run starts (a new run may start as its row commits, in the process
+    that made it). A task refused as it was made (its packet's lint errors) as it stands."""
+    run = Run.objects.get(pk=task_id)
+    if run.state == RunState.REJECTED:
+        return task_of(run, base_url=base_url)
+    moment = Timestamp()
+    moment.FromDatetime(run.created_at)
+    return Task(id=run.pk, context_id=context_of(run).get("context_id") or run.pk,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=moment),
+                metadata=struct({"lastSeq": 0, "handoffState": RunState.PENDING.value}))
+
+
 def updates_after(run_id: str, seq: int, *, base_url: str) -> tuple[Run, list[TaskStatusUpdateEvent]]:
     """The run as it is now, and a status update for each of its logged events after ``seq``:
     the state they leave the task in, the event as the message. A stream sends these in
