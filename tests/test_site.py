@@ -167,3 +167,21 @@ def test_the_server_as_make_run_starts_it_serves_static_files_with_their_types(l
     style = httpx.get(f"{live_url}/static/css/runs.css", timeout=10)
     assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
     assert httpx.get(f"{live_url}/static/js/no-such-file.js", timeout=10).status_code == 404
+
+
+def test_the_server_as_make_run_starts_it_sends_the_security_headers_and_adds_slashes(live_url: str) -> None:
+    """Django's security, common, auth and clickjacking middleware run on the event loop
+    there (handoff_site/loop_middleware.py): their headers, the slash a page's address
+    lacks, and the login they ask for are as with Django's own."""
+    import httpx
+
+    for answer in (httpx.get(f"{live_url}/api/health", timeout=10), httpx.get(f"{live_url}/accounts/login/", timeout=10)):
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "same-origin"
+        assert answer.headers["cross-origin-opener-policy"] == "same-origin"
+    slashless = httpx.get(f"{live_url}/accounts/login", timeout=10)
+    assert slashless.status_code == 301 and slashless.headers["location"] == "/accounts/login/"
+    # a page behind the login sends an anonymous visitor to it (request.user, set lazily)
+    page = httpx.get(f"{live_url}/inbox/", timeout=10)
+    assert page.status_code == 302 and page.headers["location"].startswith("/accounts/login/")
