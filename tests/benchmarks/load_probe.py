@@ -152,43 +152,52 @@ async def ended(client: Any, auth: dict[str, str], run: dict[str, Any], how: str
 
 async def client_loop(client: Any, token: str, packet: dict[str, Any], adapter: dict[str, Any],
                       how: str, window: tuple[float, float], level: Level, flight: list[int]) -> None:
-    import httpx
-
     start, end = window
     auth = {"Authorization": f"Bearer {token}"}
     while time.monotonic() < end:
         counted = time.monotonic() >= start
         posted = time.monotonic()
-        try:
-            answer = await client.post("/api/runs", headers=auth, json={"packet": packet, "adapter": adapter},
-                                       params={"wait": 30} if how == "start-and-wait" else None)
-        except httpx.HTTPError as exc:
-            level.error(type(exc).__name__)
-            await asyncio.sleep(0.1)
-            continue
-        level.offered += counted
-        if answer.status_code == 429:
-            level.refused += counted
-            await asyncio.sleep(float(answer.headers.get("Retry-After", 1)))
-            continue
-        if answer.status_code != 201:
-            level.error(f"HTTP {answer.status_code}")
-            await asyncio.sleep(0.1)
-            continue
-        level.accepted += counted
+        # in flight from the start request on: with start-and-wait the run lives inside it
         flight[0] += 1
         level.in_flight_max = max(level.in_flight_max, flight[0])
         try:
-            run = await ended(client, auth, dict(answer.json()), how, posted + 120)
-        except httpx.HTTPError as exc:
-            level.error(type(exc).__name__)
-            continue
+            await one_run(client, auth, packet, adapter, how, (counted, posted, end), level)
         finally:
             flight[0] -= 1
-        if counted and time.monotonic() <= end:
-            level.completed += 1
-            level.latencies.append(time.monotonic() - posted)
-            level.not_complete += run["state"] != "COMPLETE"
+
+
+async def one_run(client: Any, auth: dict[str, str], packet: dict[str, Any], adapter: dict[str, Any],
+                  how: str, timing: tuple[bool, float, float], level: Level) -> None:
+    """Start one run and wait for its end, counting what happened in ``level``."""
+    import httpx
+
+    counted, posted, end = timing
+    try:
+        answer = await client.post("/api/runs", headers=auth, json={"packet": packet, "adapter": adapter},
+                                   params={"wait": 30} if how == "start-and-wait" else None)
+    except httpx.HTTPError as exc:
+        level.error(type(exc).__name__)
+        await asyncio.sleep(0.1)
+        return
+    level.offered += counted
+    if answer.status_code == 429:
+        level.refused += counted
+        await asyncio.sleep(float(answer.headers.get("Retry-After", 1)))
+        return
+    if answer.status_code != 201:
+        level.error(f"HTTP {answer.status_code}")
+        await asyncio.sleep(0.1)
+        return
+    level.accepted += counted
+    try:
+        run = await ended(client, auth, dict(answer.json()), how, posted + 120)
+    except httpx.HTTPError as exc:
+        level.error(type(exc).__name__)
+        return
+    if counted and time.monotonic() <= end:
+        level.completed += 1
+        level.latencies.append(time.monotonic() - posted)
+        level.not_complete += run["state"] != "COMPLETE"
 
 
 async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, how: str,
