@@ -63,7 +63,7 @@ from delegations.runs.queue import enqueue_run
 
 NOT_AN_APPROVER = ("Deciding needs the approver role: ask an admin to add you to the "
                    "“approvers” group, or ask an approver to decide.")
-OWN_RUN = ("You started this run; someone else must approve its risky actions "
+OWN_RUN = ("You started this run; someone else must decide its inbox items "
            "(HANDOFF_ALLOW_SELF_APPROVAL is off). Ask another approver, or add one: Admin → "
            "Users, with the “approvers” group. On a machine only you use, start Handoff with "
            "HANDOFF_ALLOW_SELF_APPROVAL=1 to decide your own runs' items.")

@@ -62,8 +62,9 @@ def start_when_committed(run: Run) -> None:
         return
     owner = new_lease_owner()
     run.lease_owner, run.lease_expires_at = owner, timezone.now() + timedelta(seconds=lease_seconds())
-    # a copy: the caller goes on using (and refreshing) its own while the host executes
-    transaction.on_commit(lambda: _start_here(copy.copy(run), owner))
+    # a copy: the caller goes on using (and refreshing) its own while the host executes.
+    # Robust: the run is stored whatever happens here (its lease runs out, the sweeper queues it)
+    transaction.on_commit(lambda: _start_here(copy.copy(run), owner), robust=True)
 
 
 def _start_here(run: Run, owner: str) -> None:

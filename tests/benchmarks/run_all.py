@@ -54,7 +54,8 @@ def main() -> None:
         print("(scale-out load probe skipped: set HANDOFF_TEST_POSTGRES_URL to a PostgreSQL on loopback; "
               ".ci/run shows how to start one)")
     section("load probe, a 500 ms model: runs in flight on one worker")
-    run([python, str(HERE / "load_probe.py"), "--mode", "slow", "--in-flight", "200"])
+    # 30 s: with 200 in flight an answer takes about 6 s, so a 10 s window barely saw any end
+    run([python, str(HERE / "load_probe.py"), "--mode", "slow", "--in-flight", "200", "--seconds", "30"])
 
     for script, title in (("bench_catalog.py", "skill catalog search over 10,000 skills"),
                           ("bench_runs.py", "runs end to end: API -> worker -> result; websocket delivery"),

@@ -105,7 +105,7 @@ def test_the_runs_owner_is_refused_with_the_reason(live_url: str, page: Any, adm
     page.goto(f"{live_url}/inbox/")
     item = page.locator(f'.inbox-item[data-run-id="{run_id}"]')
     item.wait_for()
-    assert "You started this run; someone else must approve its risky actions" in item.inner_text()
+    assert "You started this run; someone else must decide its inbox items" in item.inner_text()
     assert item.get_by_role("button", name="Approve", exact=True).is_disabled()
     page.keyboard.press("j")
     page.keyboard.press("a")

@@ -85,7 +85,7 @@ def test_the_owner_of_the_run_sees_the_forms_disabled_with_the_reason(admin_user
     client.force_login(admin_user)
     html = item_html(page(client), approval)
     assert '<fieldset class="decide" disabled>' in html
-    assert "You started this run; someone else must approve its risky actions" in html
+    assert "You started this run; someone else must decide its inbox items" in html
     assert 'class="batch-pick"' not in html
     response = post(client, approval, decision="approve")
     assert "You started this run" in response.content.decode()
