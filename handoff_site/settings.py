@@ -60,16 +60,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "handoff_site.loop_middleware.SecurityMiddleware",
+    "django.middleware.security.SecurityMiddleware",
     "handoff_site.static_files.StaticFiles",   # WhiteNoise, for static paths only
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "handoff_site.loop_middleware.CommonMiddleware",
+    "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "handoff_site.form_text.FormTextLimits",
-    "handoff_site.loop_middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "handoff_site.loop_middleware.XFrameOptionsMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 

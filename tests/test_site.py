@@ -170,9 +170,9 @@ def test_the_server_as_make_run_starts_it_serves_static_files_with_their_types(l
 
 
 def test_the_server_as_make_run_starts_it_sends_the_security_headers_and_adds_slashes(live_url: str) -> None:
-    """Django's security, common, auth and clickjacking middleware run on the event loop
-    there (handoff_site/loop_middleware.py): their headers, the slash a page's address
-    lacks, and the login they ask for are as with Django's own."""
+    """What Django's security, common, auth and clickjacking middleware do, through the
+    async middleware chain the test client's synchronous path does not take: their
+    headers, the slash a page's address lacks, the login a page asks for."""
     import httpx
 
     for answer in (httpx.get(f"{live_url}/api/health", timeout=10), httpx.get(f"{live_url}/accounts/login/", timeout=10)):
