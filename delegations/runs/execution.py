@@ -230,6 +230,13 @@ class RunHost:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
+    def start(self, run: Run, owner: str, on_finished: FinishedHook | None, *,
+              resume: bool | None = None) -> Future[str]:
+        """Execute root run ``run``, whose lease ``owner`` holds, on this host's loop with
+        its database thread and watchman (see :meth:`submit`)."""
+        return self.submit(Execution(run, owner, on_finished=on_finished, db_thread=self.db,
+                                     watchman=self.watchman, resume=resume))
+
     def submit(self, execution: Execution) -> Future[str]:
         """Execute the tree on this host's loop; the caller holds a place in ``room``, which
         is given back when the tree ends or parks."""
@@ -271,14 +278,12 @@ def execute(run_id: str, *, wait: bool, on_finished: FinishedHook | None = None)
             release_lease(run_id, owner)
         host.room.release()
         return "skipped"
+    if not wait:
+        host.start(run, owner, on_finished)
+        return "started"
     # a caller that waits may itself be in the host's database thread (the immediate backend
     # runs a tree queued by another's finish there): its tree gets a thread of its own
-    execution = (Execution(run, owner, on_finished=on_finished) if wait else
-                 Execution(run, owner, on_finished=on_finished, db_thread=host.db, watchman=host.watchman))
-    future = host.submit(execution)
-    if not wait:
-        return "started"
-    return future.result()
+    return host.submit(Execution(run, owner, on_finished=on_finished)).result()
 
 
 def start_new(run: Run, owner: str, on_finished: FinishedHook | None = None) -> bool:
@@ -288,18 +293,16 @@ def start_new(run: Run, owner: str, on_finished: FinishedHook | None = None) -> 
     False when the host is full (or the execution could not be set up): the caller gives
     the lease back and queues the run. Should this process die before the tree ends, the
     lease runs out and the sweeper queues the run again, as for any worker lost."""
-    if not RunHost.takes_new_runs:
+    if not RunHost.takes_new_runs:   # the worker stopped since the run was written
         return False
     host = RunHost.get()
     if not host.room.acquire(blocking=False):
         return False
     try:
-        execution = Execution(run, owner, on_finished=on_finished, db_thread=host.db,
-                              watchman=host.watchman, resume=False)
+        host.start(run, owner, on_finished, resume=False)
     except Exception:
         logger.exception("Run %s could not start on this process's run host; queueing it", run.pk)
         host.room.release()
         return False
-    host.submit(execution)
     return True
 

@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -40,14 +40,24 @@ def new_lease_owner() -> str:
 
 # -- leases ------------------------------------------------------------------------------
 
+def _lease_end(now: datetime) -> datetime:
+    return now + timedelta(seconds=lease_seconds())
+
+
 def acquire_lease(run_id: str, owner: str) -> Run | None:
     """Take the root run's lease unless a live worker holds it or the run is over."""
     now = timezone.now()
     free = Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     taken = (Run.objects.filter(pk=run_id, parent__isnull=True).exclude(state__in=TERMINAL)
-             .filter(free).update(lease_owner=owner,
-                                  lease_expires_at=now + timedelta(seconds=lease_seconds())))
+             .filter(free).update(lease_owner=owner, lease_expires_at=_lease_end(now)))
     return Run.objects.get(pk=run_id) if taken else None
+
+
+def lease_new_run(run: Run) -> str:
+    """Give a root run not inserted yet the lease of a new owner, which it is inserted
+    holding (eager start); the owner."""
+    run.lease_owner, run.lease_expires_at = new_lease_owner(), _lease_end(timezone.now())
+    return run.lease_owner
 
 
 def release_lease(run_id: str, owner: str) -> None:
@@ -58,7 +68,7 @@ def renew_lease(run_id: str, owner: str) -> bool:
     """Extend the lease by a lease period; False when this owner no longer holds it (the
     sweeper took it back after it expired, or another worker holds it now)."""
     return bool(Run.objects.filter(pk=run_id, lease_owner=owner).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())))
+        lease_expires_at=_lease_end(timezone.now())))
 
 
 class LeaseLost(Exception):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -25,7 +24,7 @@ from delegations.models.runs import LANE_STATES
 from delegations.protocol.lifecycle import RunState
 from delegations.runs import traces
 from delegations.runs.execution import RunHost, execute, start_new
-from delegations.runs.leases import lease_seconds, new_lease_owner, release_lease
+from delegations.runs.leases import lease_new_run, release_lease
 
 
 @task()
@@ -60,8 +59,7 @@ def start_when_committed(run: Run) -> None:
     if not RunHost.takes_new_runs:
         enqueue_run(run.pk)
         return
-    owner = new_lease_owner()
-    run.lease_owner, run.lease_expires_at = owner, timezone.now() + timedelta(seconds=lease_seconds())
+    owner = lease_new_run(run)
     # a copy: the caller goes on using (and refreshing) its own while the host executes.
     # Robust: the run is stored whatever happens here (its lease runs out, the sweeper queues it)
     transaction.on_commit(lambda: _start_here(copy.copy(run), owner), robust=True)
