@@ -243,6 +243,15 @@ HANDOFF_MCP_STDIO_COMMANDS = _stdio_commands("HANDOFF_MCP_STDIO_COMMANDS")
 # a run waiting on its model or on a person takes a place but no thread.
 HANDOFF_WORKER_CAPACITY = env_int("HANDOFF_WORKER_CAPACITY", 500, minimum=1)
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A process stalled inside a transaction (paused, swapped out, its machine frozen) keeps
+    # the rows it locked: the run it was writing, its owner's lane. Nothing Handoff does
+    # waits inside a transaction, so a session idle in one for a whole lease period is such
+    # a process: the server ends it, which rolls its writes back and frees the locks, and
+    # the sweeper can hand the tree to another worker (its lease ran out meanwhile too).
+    _pg_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _pg_options["options"] = " ".join(filter(None, [
+        _pg_options.get("options"), f"-c idle_in_transaction_session_timeout={HANDOFF_LEASE_SECONDS}s"]))
 HANDOFF_SKILL_UPLOAD_LIMIT_BYTES = env_int("HANDOFF_SKILL_UPLOAD_LIMIT_BYTES", 5 * 1024 * 1024, minimum=1024)
 # the largest run export (JSON) the import page and POST /api/runs/import take
 HANDOFF_RUN_IMPORT_LIMIT_BYTES = env_int("HANDOFF_RUN_IMPORT_LIMIT_BYTES", 25 * 1024 * 1024, minimum=1024)

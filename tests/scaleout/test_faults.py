@@ -5,13 +5,14 @@ parent timing out over 13 running descendants. Nothing lost, nothing done twice.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
 from delegations.models import Run, RunEvent
 from tests.delegations import scripts
@@ -95,11 +96,41 @@ def test_a_killed_worker_s_run_is_resumed_by_the_other_worker_from_its_checkpoin
     assert_viewer_saw_everything(viewer, run_id)
 
 
+class StalledTransaction(threading.Thread):
+    """A session that locks the run's row and then stalls inside its transaction, as a
+    worker paused while it stored a batch of events: PostgreSQL ends it after a lease
+    period idle (idle_in_transaction_session_timeout), so it cannot block the takeover."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(daemon=True)
+        self.run_id = run_id
+        self.locked = threading.Event()
+        self.ended_with = ""
+
+    def run(self) -> None:
+        try:
+            with transaction.atomic():
+                Run.objects.select_for_update().get(pk=self.run_id)
+                self.locked.set()
+                time.sleep(settings.HANDOFF_LEASE_SECONDS * 5)  # past the takeover's wait
+                Run.objects.filter(pk=self.run_id).update(error={"written": "by a stalled session"})
+            self.ended_with = "a commit"
+        except DatabaseError as exc:
+            self.ended_with = str(exc)
+        finally:
+            connection.close()
+
+
+@pytest.mark.parametrize("holding_the_run_row", [False, True], ids=["between-writes", "holding-the-run-row"])
 def test_a_stalled_worker_that_lost_its_lease_stops_and_writes_nothing_more(
-        api: httpx.Client, live_stack: ScaleOutStack) -> None:
+        api: httpx.Client, live_stack: ScaleOutStack, holding_the_run_row: bool) -> None:
     run_id = start_run(api, edit_then_slow_turns())
     stalled = executing_worker(live_stack, run_id)
     wait_for(lambda: len(events(run_id, "model_call")) >= 3, 20, "a few turns")
+    lock_holder = StalledTransaction(run_id)
+    if holding_the_run_row:
+        lock_holder.start()
+        assert lock_holder.locked.wait(10)
     live_stack.signal_worker(stalled, signal.SIGSTOP)
     try:
         wait_for(lambda: Run.objects.get(pk=run_id).recoveries == 1
@@ -113,6 +144,10 @@ def test_a_stalled_worker_that_lost_its_lease_stops_and_writes_nothing_more(
     time.sleep(2)  # whatever the stalled worker still tried to write would be in by now
     assert_done_once(run_id)
     assert notes_of(live_stack, run_id) == "first line\n"
+    if holding_the_run_row:
+        lock_holder.join(settings.HANDOFF_LEASE_SECONDS * 6)
+        assert "idle-in-transaction timeout" in lock_holder.ended_with
+        assert Run.objects.get(pk=run_id).error is None
 
 
 def _watched_tree(api: httpx.Client, live_stack: ScaleOutStack, session_cookie: str) -> tuple[str, Viewer]:
