@@ -23,6 +23,7 @@ from django.db.models.functions import Lower
 from django.urls import reverse
 
 from delegations.protocol.capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES
+from delegations.protocol.criteria import CriterionKind, criterion_reading, parse_criterion
 from delegations.protocol.errors import ErrorCode, Issue, ProtocolError
 from delegations.protocol.manifest import (
     MANIFEST_NAME,
@@ -435,6 +436,21 @@ class Skill(models.Model):
 
     def output_rows(self) -> list[SchemaRow]:
         return schema_rows(self.output_schema)
+
+    def criteria_lines(self) -> list[str]:
+        """The success criteria every run is checked against, as a person reads them: text
+        as its author wrote it, a structured criterion in the words of its kind, and what
+        happens when one that a person reviews fails."""
+        lines = []
+        for raw in self.manifest.get("success_criteria") or []:
+            try:
+                criterion = parse_criterion(raw) if isinstance(raw, dict) else None
+            except ProtocolError:
+                criterion = None
+            reviewed = criterion is not None and (criterion.review or criterion.kind is CriterionKind.CONFIDENT)
+            lines.append(criterion_reading(raw)
+                         + ("; otherwise a person confirms or corrects the answer" if reviewed else ""))
+        return lines
 
     # -- export --------------------------------------------------------------------------
     def export_manifest_json(self) -> str:

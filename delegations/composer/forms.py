@@ -27,8 +27,7 @@ from django.forms import BoundField
 
 from delegations.protocol.a2a_client import RemoteAgentConfig
 from delegations.protocol.capabilities import CAPABILITY_INFO
-from delegations.protocol.criteria import parse_criterion
-from delegations.protocol.errors import ProtocolError
+from delegations.protocol.criteria import criterion_reading
 from delegations.protocol.lint import STANDARD_CHECKLIST
 from delegations.protocol.packet import (
     AGLOOP_ROLES,
@@ -556,7 +555,7 @@ class ComposerForm(forms.Form):
         if self.skill is None:
             return []
         criteria = (self.skill.manifest or {}).get("success_criteria") or []
-        return [criterion if isinstance(criterion, str) else _criterion_text(criterion) for criterion in criteria]
+        return [criterion_reading(criterion) for criterion in criteria]
 
     def input_layout(self) -> list[tuple[LayoutItem, BoundField | None]]:
         """The skill's input fields in order, with fieldsets for objects."""
@@ -603,14 +602,6 @@ def _filled(field: BoundField) -> bool:
     """Whether a field holds more than its default (``max_iterations`` starts at 5)."""
     value, default = field.value(), field.field.initial
     return not _empty(value) and value != default and str(value) != str(default)
-
-
-def _criterion_text(criterion: dict[str, Any]) -> str:
-    try:
-        parsed = parse_criterion(criterion)
-    except ProtocolError:
-        parsed = None
-    return parsed.text if parsed is not None else str(criterion)
 
 
 def _roles(key: str) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
-"""The local adapter: a small GGUF model (SmolLM2-135M-Instruct by default) run in-process
-by llama-cpp-python, with answers constrained to valid tool calls."""
+"""The local adapter: a small GGUF model (Gemma 3 270M by default, or SmolLM2-135M-Instruct)
+run by llama-cpp-python, with answers constrained to valid tool calls."""
 
 from __future__ import annotations
 

@@ -53,6 +53,15 @@ def test_confident_is_met_at_or_above_its_threshold_and_says_with_what_probabili
     [item] = report.items
     assert item.met and item.checkable
     assert item.detail == 'sentiment = "positive" with probability 80 % (at least 80 %); alternatives "mixed" 15 %'
+    # a structured criterion is reported in its kind's words, which read back as itself
+    assert item.criterion == "`sentiment` is chosen with a probability of at least 0.8"
+    assert parse_criterion(item.criterion) == parse_criterion({"kind": "confident", "path": "sentiment", "min": 0.8})
+
+
+def test_a_structured_criterion_that_is_not_one_is_reported_as_its_json() -> None:
+    [item] = evaluate_criteria(result(), [{"kind": "telepathy", "path": "sentiment"}], SCHEMA).items
+    assert item.criterion == '{"kind": "telepathy", "path": "sentiment"}'
+    assert not item.met and not item.checkable and item.detail.startswith("invalid criterion:")
 
 
 def test_confident_below_its_threshold_is_unmet_and_checkable() -> None:

@@ -206,6 +206,27 @@ def test_schemas_are_rendered_as_tables(outsider_client):
     assert page.count('<span class="badge ok">required</span>') >= 3
 
 
+def test_success_criteria_read_as_sentences_and_say_who_reviews(outsider_client):
+    add_skill("sentiment", output_schema={
+        "type": "object", "properties": {
+            "evidence": {"type": "string"},
+            "sentiment": {"type": "string", "enum": ["positive", "negative"]}},
+        "required": ["evidence", "sentiment"]},
+        input_schema={"type": "object", "properties": {"review": {"type": "string"}}},
+        success_criteria=["`evidence` is quoted from `review`",
+                          {"kind": "confident", "path": "sentiment", "min": 0.7},
+                          {"kind": "quoted_from", "path": "evidence", "source": "review"}])
+    page = text(outsider_client.get("/skills/sentiment/"))
+    criteria = re.search(r'<ul class="small" data-testid="skill-criteria">(.*?)</ul>', page, re.S)
+    assert criteria is not None
+    assert re.findall(r"<li>(.*?)</li>", criteria.group(1)) == [
+        "`evidence` is quoted from `review`",
+        "`sentiment` is chosen with a probability of at least 0.7; otherwise a person confirms "
+        "or corrects the answer",
+        "`evidence` is quoted from `review`"]
+    assert "{&#x27;kind&#x27;" not in page
+
+
 def test_capabilities_say_what_they_allow_and_flag_unknown_ones(outsider_client, catalog):
     page = text(outsider_client.get("/skills/summarizer/"))
     assert "Read files and list folders in the run&#x27;s workspace." in page

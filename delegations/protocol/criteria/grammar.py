@@ -38,6 +38,7 @@ Anything else ("Do a good job", "Make it nice", "Provide details") is vague:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -485,6 +486,24 @@ def readable_criteria(criteria: Iterable[str | dict[str, Any]]) -> Iterator[Crit
             continue
         if criterion is not None:
             yield criterion
+
+
+def criterion_reading(raw: object) -> str:
+    """How a criterion reads for a person: text as its author wrote it, a structured one in
+    its kind's words (which read back as the same criterion), one that is not a criterion
+    as JSON."""
+    if isinstance(raw, str):
+        return raw
+    try:
+        parsed = parse_criterion(raw) if isinstance(raw, dict) else None
+    except ProtocolError:
+        parsed = None
+    if parsed is not None:
+        return parsed.text
+    try:
+        return json.dumps(raw, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(raw)
 
 
 def criterion_issues(value: object, field: str = "criterion") -> list[Issue]:
