@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from django.core.management import call_command
 
 from tests.conftest import bearer, login
 from tests.delegations import scripts
@@ -25,12 +26,21 @@ def test_a_wrong_password_is_refused_with_a_message(live_url, page, composer):
     assert page.locator(".errorlist").is_visible()
 
 
-def test_a_long_goal_on_the_dashboard_is_cut_not_widening_the_page(live_url, page, composer):
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_no_page_is_wider_than_the_window(live_url, page, composer, width):
+    """Long goals, ids, session keys and schema property names are cut, wrapped or scroll
+    inside their panel: none pushes a page past the window, on a desktop or a phone."""
+    call_command("load_builtin_skills", verbosity=0)
     goal = "Say whether this review is positive, negative or mixed, " * 8
     response = httpx.post(f"{live_url}/api/runs?wait=10", headers=bearer(composer), timeout=20, json={
         "packet": {"subagent_type": "reviewer", "goal": goal},
         "adapter": {"name": "scripted", "config": {"script": [scripts.yield_turn()]}}})
     assert response.status_code == 201 and response.json()["state"] == "COMPLETE", response.text
+    page.set_viewport_size({"width": width, "height": 900})
     login(page, live_url, composer.username)
-    assert page.locator("#recent-h").is_visible()
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    for path in ("/", "/skills/", "/skills/agloop-executor/", "/skills/review-sentiment/", "/delegations/",
+                 "/delegations/new/?skill=review-sentiment", "/runs/", f"/runs/{response.json()['id']}/",
+                 "/inbox/"):
+        page.goto(f"{live_url}{path}")
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= width, f"{path} is {wide} px wide in a {width} px window"
