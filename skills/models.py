@@ -23,7 +23,7 @@ from django.db.models.functions import Lower
 from django.urls import reverse
 
 from delegations.protocol.capabilities import CAPABILITY_DESCRIPTIONS, KNOWN_CAPABILITIES
-from delegations.protocol.criteria import CriterionKind, criterion_reading, parse_criterion
+from delegations.protocol.criteria import criterion_reading, parse_criterion
 from delegations.protocol.errors import ErrorCode, Issue, ProtocolError
 from delegations.protocol.manifest import (
     MANIFEST_NAME,
@@ -444,11 +444,11 @@ class Skill(models.Model):
         lines = []
         for raw in self.manifest.get("success_criteria") or []:
             try:
-                criterion = parse_criterion(raw) if isinstance(raw, dict) else None
+                criterion = parse_criterion(raw)
             except ProtocolError:
                 criterion = None
-            reviewed = criterion is not None and (criterion.review or criterion.kind is CriterionKind.CONFIDENT)
-            lines.append(criterion_reading(raw)
+            reviewed = criterion is not None and criterion.review   # a confident criterion always is
+            lines.append(criterion_reading(raw, criterion)
                          + ("; otherwise a person confirms or corrects the answer" if reviewed else ""))
         return lines
 

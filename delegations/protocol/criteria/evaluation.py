@@ -566,13 +566,13 @@ def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, An
     items: list[CriterionResult] = []
     parsed: list[Criterion] = []
     for index, raw in enumerate(criteria):
-        label = criterion_reading(raw)
         try:
             criterion = parse_criterion(raw, f"success_criteria[{index}]")
         except ProtocolError as exc:
-            items.append(CriterionResult(criterion=label, kind=None, met=False, checkable=False,
-                                         detail=f"invalid criterion: {exc.message}"))
+            items.append(CriterionResult(criterion=criterion_reading(raw), kind=None, met=False,
+                                         checkable=False, detail=f"invalid criterion: {exc.message}"))
             continue
+        label = criterion_reading(raw, criterion)
         if criterion is None:
             items.append(CriterionResult(
                 criterion=label, kind=None, met=False, checkable=False,

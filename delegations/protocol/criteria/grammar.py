@@ -488,16 +488,17 @@ def readable_criteria(criteria: Iterable[str | dict[str, Any]]) -> Iterator[Crit
             yield criterion
 
 
-def criterion_reading(raw: object) -> str:
+def criterion_reading(raw: object, parsed: Criterion | None = None) -> str:
     """How a criterion reads for a person: text as its author wrote it, a structured one in
     its kind's words (which read back as the same criterion), one that is not a criterion
-    as JSON."""
+    as JSON. ``parsed``: what :func:`parse_criterion` made of ``raw``, when the caller has it."""
     if isinstance(raw, str):
         return raw
-    try:
-        parsed = parse_criterion(raw) if isinstance(raw, dict) else None
-    except ProtocolError:
-        parsed = None
+    if parsed is None:
+        try:
+            parsed = parse_criterion(raw) if isinstance(raw, dict) else None
+        except ProtocolError:
+            parsed = None
     if parsed is not None:
         return parsed.text
     try:
