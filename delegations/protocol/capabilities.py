@@ -222,7 +222,7 @@ def _split(token: str) -> tuple[str, str]:
 def _claims_from(payload: str) -> TokenClaims:
     try:
         data = json.loads(_b64decode(payload))
-    except (binascii.Error, ValueError) as exc:
+    except (binascii.Error, ValueError, RecursionError) as exc:
         raise _refuse("The capability token is malformed: its claims are not base64url JSON.") \
             from exc
     ok = (

@@ -131,29 +131,38 @@ async def _buffered(receive: Any) -> tuple[bytes, Any]:
     return body, replay
 
 
-def _unknown_status(body: bytes) -> tuple[Any, str] | None:
-    """A ListTasks ``status`` that names no task state: its request id and what to fix. The
-    SDK's parser reads an unknown enum name as unspecified (it ignores unknown fields for
-    forward compatibility, which protobuf extends to enum names), so the request would list
-    every task instead of saying the filter is wrong."""
+PARSE_ERROR, INVALID_PARAMS = -32700, -32602   # JSON-RPC's codes
+
+
+def _refused_request(body: bytes) -> tuple[Any, int, str] | None:
+    """A JSON-RPC request answered here, before the SDK: its id, error code and what to fix.
+
+    - JSON nested past what Python's parser reads: the SDK's parser raises RecursionError
+      and answers it as an internal error (-32603), though the request is at fault;
+    - a ListTasks ``status`` that names no task state: the SDK's parser reads an unknown enum
+      name as unspecified (it ignores unknown fields for forward compatibility, which
+      protobuf extends to enum names), so the request would list every task instead of
+      saying the filter is wrong."""
     try:
         request = json.loads(body)
     except ValueError:
         return None   # the SDK answers a body that is not JSON with its parse error
+    except RecursionError:
+        return None, PARSE_ERROR, "The request nests arrays or objects too deeply to read."
     if not isinstance(request, dict) or request.get("method") != "ListTasks":
         return None
     params = request.get("params")
     status = params.get("status") if isinstance(params, dict) else None
     if not isinstance(status, str) or status in TaskState.keys():  # noqa: SIM118 (an enum wrapper, not a dict)
         return None
-    return request.get("id"), (f"Unknown status {status!r}; use one of "
-                               f"{', '.join(TaskState.keys()[1:])}.")
+    return request.get("id"), INVALID_PARAMS, (f"Unknown status {status!r}; use one of "
+                                               f"{', '.join(TaskState.keys()[1:])}.")
 
 
-async def _answer_rpc(send: Any, request_id: Any, message: str) -> None:
-    """The spec's InvalidParams answer (-32602), as the JSON-RPC transport gives it."""
+async def _answer_rpc(send: Any, request_id: Any, code: int, message: str) -> None:
+    """A JSON-RPC error answer, as the SDK's JSON-RPC transport gives it."""
     body = json.dumps({"jsonrpc": "2.0", "id": request_id,
-                       "error": {"code": -32602, "message": message}}).encode()
+                       "error": {"code": code, "message": message}}).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
@@ -194,7 +203,7 @@ class A2AGate:
             audit.info("a2a %s %s by %s", scope["method"], scope["path"], user.get_username())
         if scope["method"] == "POST" and scope["path"] == JSONRPC_PATH:
             body, receive = await _buffered(receive)
-            refusal = _unknown_status(body)
+            refusal = _refused_request(body)
             if refusal is not None:
                 await _answer_rpc(send, *refusal)
                 return

@@ -120,7 +120,11 @@ def _answered_here(request: HttpRequest) -> HttpResponseBase | None:
     try:
         message = decode_message(request.body)
     except MessageError:
-        return None
+        return None   # the server answers with its parse error
+    except RecursionError:   # which the server's parser would raise too
+        return error_response(None, PARSE_ERROR, "The message nests arrays or objects too deeply "
+                              "to read; send a JSON-RPC message a few levels deep.",
+                              status=HTTPStatus.BAD_REQUEST)
     params = message.params if isinstance(message.params, dict) else {}
     token = progress_token(params)
     # a wait is answered here, off the server's threads; one asking for no time (and no

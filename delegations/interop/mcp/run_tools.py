@@ -196,7 +196,7 @@ def _traceparent(request: HttpRequest) -> str:
     SDKs' clients put it there), a plain HTTP client in the ``traceparent`` header."""
     try:
         message = json.loads(request.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         message = None
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None

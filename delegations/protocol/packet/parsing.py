@@ -115,6 +115,12 @@ def _load(data: dict[str, Any] | str | bytes | bytearray) -> dict[str, Any]:
                 ErrorCode.INVALID_PACKET,
                 f"The packet is not valid JSON: {exc}. Send one JSON object.",
                 issues=[Issue("", f"not valid JSON: {exc}")]) from None
+        except RecursionError:
+            raise ProtocolError(
+                ErrorCode.INVALID_PACKET,
+                "The packet nests arrays or objects too deeply to read. Send one JSON object "
+                "whose values nest a few levels at most.",
+                issues=[Issue("", "not valid JSON: nested too deeply")]) from None
     if not isinstance(data, dict):
         raise ProtocolError(
             ErrorCode.INVALID_PACKET,
@@ -140,11 +146,12 @@ def _unwrap_tool_call(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
+            why = exc if isinstance(exc, ValueError) else "nested too deeply"
             raise ProtocolError(
                 ErrorCode.INVALID_PACKET,
-                f"The {data['name']} call's arguments are not valid JSON: {exc}.",
-                issues=[Issue("arguments", f"not valid JSON: {exc}")]) from None
+                f"The {data['name']} call's arguments are not valid JSON: {why}.",
+                issues=[Issue("arguments", f"not valid JSON: {why}")]) from None
     return arguments if isinstance(arguments, dict) else data
 
 

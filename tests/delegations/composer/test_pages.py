@@ -353,9 +353,20 @@ def test_a_packet_of_unknown_shape_says_what_was_expected(composer_client):
     assert '{&quot;goal&quot;: 42, &quot;budget&quot;: &quot;lots&quot;}</textarea>' in text
 
 
-def test_text_that_is_not_json_is_refused_plainly(composer_client):
-    text = page(composer_client.post(NEW, {"action": "import", "packet_json": "goal: do it"}))
-    assert "Handoff could not read this as a hand-off packet." in text
+@pytest.mark.parametrize("text", ["goal: do it", '{"goal": ' + "[" * 5000 + "]" * 5000 + "}"],
+                         ids=["not-json", "nested-too-deeply"])
+def test_text_that_is_not_json_is_refused_plainly(composer_client, text):
+    response = composer_client.post(NEW, {"action": "import", "packet_json": text})
+    assert response.status_code == 422
+    assert "Handoff could not read this as a hand-off packet." in page(response)
+
+
+def test_json_view_text_nested_too_deeply_keeps_the_form_and_says_why(composer_client):
+    start = composer_client.get(f"{NEW}?role=coder")
+    nested = '{"goal": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = composer_client.post(FILL, form_data(start, packet_json=nested))
+    assert response.status_code == 422
+    assert "nested too deeply" in page(response)
 
 
 # -- saving and running ----------------------------------------------------------------------

@@ -292,6 +292,7 @@ def test_a_stream_without_a_token_is_401_and_a_wrong_token_too(live_url: str) ->
 
 @pytest.mark.parametrize(("body", "code"), [
     ("{not json", -32700),
+    ('{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": ' + "[" * 50_000 + "]" * 50_000 + "}", -32700),
     ({"jsonrpc": "2.0", "id": 1}, -32600),
     ({"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}}, -32601),
     ({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": 5}}, -32602),

@@ -181,6 +181,10 @@ def test_broken_requests_get_the_protocols_error_codes(site: dict[str, Any]) -> 
     token = site["composer"]
     malformed = raw(site["url"], b"{not json", token=token)
     assert malformed.json()["error"]["code"] == -32700
+    nested = raw(site["url"], b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": '
+                 + b"[" * 50_000 + b"]" * 50_000 + b"}", token=token, method="tools/list")
+    assert nested.status_code == 400 and nested.json()["error"]["code"] == -32700
+    assert "too deeply" in nested.json()["error"]["message"]
     unknown = raw(site["url"], {"jsonrpc": "2.0", "id": 2, "method": "tools/frobnicate"}, token=token,
                   method="tools/frobnicate")
     assert unknown.json()["error"]["code"] == -32601
