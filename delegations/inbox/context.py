@@ -126,9 +126,11 @@ def _recent_activity(runs: list[Run]) -> dict[str, list[dict[str, str]]]:
 
 def _activity_lines(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, str]]:
     lines: list[dict[str, str]] = []
+    previous = ""
     for kind, data in events:
+        streaming, previous = previous == "text", kind   # a turn's words stream as several events
         if kind == "text":
-            if lines and lines[-1]["kind"] == "text":
+            if streaming and lines and lines[-1]["kind"] == "text":
                 lines[-1]["body"] += str(data.get("delta") or "")
             else:
                 lines.append({"kind": "text", "title": "The model said", "body": str(data.get("delta") or "")})

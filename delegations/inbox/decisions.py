@@ -194,7 +194,7 @@ def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer:
     if choice == Decision.REJECT and not comment:
         raise Refusal("A rejection needs a comment saying why (it is shown to the run).", status=422)
     if choice == Decision.ANSWER and not answer:
-        raise Refusal("decision 'answer' needs the answer text in 'answer'.", status=422)
+        raise Refusal("An answer needs its text ('answer'): write what the run should know.", status=422)
     if choice == Decision.EDIT:
         review = approval.kind == ApprovalKind.REVIEW
         if not isinstance(edited_arguments, dict):
@@ -289,6 +289,9 @@ def approvals_decide_batch(*, approvals: Sequence[Approval], user: Any, decision
     if len({a.pk for a in items}) != len(items):
         raise Refusal("A batch names an item twice.", status=422)
     comment = comment.strip()
+    if decision == Decision.REJECT and not comment:   # said once for the batch, not for its first item
+        raise Refusal("Rejecting needs a comment saying why (it is shown to the run); nothing was "
+                      "decided.", status=422)
     root_id = items[0].run.root_run_id
     for approval in items:
         if approval.run.root_run_id != root_id:

@@ -54,6 +54,12 @@ class RuleForm(forms.Form):
         required=False, label="I have looked at the items a person rejected that this rule would approve")
     base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
+    def rebase(self, version: int) -> None:
+        """After a save refused because someone saved the rule since: the person has seen
+        what changed, so saving this form again saves it on top of ``version``."""
+        self.data = self.data.copy()
+        self.data["base_version"] = str(version)
+
     def rule_data(self) -> dict[str, Any]:
         """The rule as ``rule_save`` takes it (the form is valid)."""
         data = self.cleaned_data

@@ -75,6 +75,8 @@ def _builder(request: HttpRequest, rule: ApprovalRule | None, initial: dict[str,
                 refusal = error
                 for where, messages in error.details.get("errors", {}).items():
                     form.add_error(None, f"{where}: {' '.join(messages)}")
+                if "current_version" in error.details:   # saved since: the next save goes on top
+                    form.rebase(error.details["current_version"])
         simulation = _simulate(data)
     elif request.method == "GET" and initial.get("kinds"):
         probe = RuleForm(initial | {"effect": initial.get("effect", "approve"), "reason": "-", "name": "-"})

@@ -110,8 +110,8 @@ def rule_problems(*, match: Any, effect: str, comment: str, matches_everything: 
     for name in match:
         if name not in MATCH_FIELDS:
             add(f"match.{name}", f"Unknown matcher; known: {', '.join(MATCH_FIELDS)}.")
-    _check_names(match, "kinds", [str(k) for k in RULE_KINDS], add)
-    _check_names(match, "capabilities", sorted(KNOWN_CAPABILITIES), add)
+    _check_names(match, "kinds", "kind", [str(k) for k in RULE_KINDS], add)
+    _check_names(match, "capabilities", "capability", sorted(KNOWN_CAPABILITIES), add)
     _check_strings(match, ("tools", "owners", "groups"), add)
     _check_arguments(match.get("arguments"), add)
     _check_skill(match.get("skill"), add)
@@ -140,7 +140,7 @@ def approves_everything(match: dict[str, Any]) -> bool:
     return touches_approval and bool(set(capabilities) & APPROVAL_REQUIRED_CAPABILITIES) and not narrowed
 
 
-def _check_names(match: dict[str, Any], name: str, known: Sequence[str], add: Any) -> None:
+def _check_names(match: dict[str, Any], name: str, one: str, known: Sequence[str], add: Any) -> None:
     values = match.get(name)
     if values is None:
         return
@@ -149,7 +149,7 @@ def _check_names(match: dict[str, Any], name: str, known: Sequence[str], add: An
         return
     for value in values:
         if value not in known:
-            add(f"match.{name}", f"Unknown {name[:-1]} {value!r}; known: {', '.join(known)}.")
+            add(f"match.{name}", f"Unknown {one} {value!r}; known: {', '.join(known)}.")
 
 
 def _check_strings(match: dict[str, Any], names: Iterable[str], add: Any) -> None:
@@ -234,10 +234,15 @@ def expression_problem(expression: Any) -> str | None:
         _program(expression)
     except celpy.CELParseError as error:
         return f"The expression does not compile: {str(error).splitlines()[0]}"
-    unknown = sorted(_called(expression) - _CEL_FUNCTIONS)
+    tree = celpy.Environment().compile(expression)
+    unknown = sorted(_called(tree) - _CEL_FUNCTIONS)
     if unknown:
         return (f"The expression calls {', '.join(unknown)}, which CEL does not have (it could never "
                 f"match); use CEL's own, e.g. size, contains, startsWith, endsWith, matches.")
+    unknown = sorted(_names(tree) - set(FACT_NAMES))
+    if unknown:
+        return (f"The expression reads {', '.join(unknown)}, which no item has (it could never match); "
+                f"an item has {', '.join(FACT_NAMES)}.")
     return None
 
 
@@ -246,11 +251,28 @@ _CEL_FUNCTIONS = frozenset(celpy.evaluation.base_functions) | {
     "has", "all", "exists", "exists_one", "map", "filter"}
 
 
-def _called(expression: str) -> set[str]:
-    """The names ``expression`` calls, as functions (``f(x)``) or methods (``x.f()``)."""
-    tree = celpy.Environment().compile(expression)
+def _called(tree: Any) -> set[str]:
+    """The names a compiled expression calls, as functions (``f(x)``) or methods (``x.f()``)."""
     return {str(token) for node in tree.iter_subtrees() if node.data in ("ident_arg", "member_dot_arg")
             for token in node.children if isinstance(token, str)}   # a name (lark's Token is a str)
+
+
+_BINDING_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+def _names(tree: Any) -> set[str]:
+    """The variables a compiled expression reads, less those its macros bind (``i`` in
+    ``arguments.items.exists(i, i > 1)``)."""
+    read = {str(node.children[0]) for node in tree.iter_subtrees() if node.data == "ident"}
+    bound = {str(ident.children[0]) for node in tree.iter_subtrees()
+             if node.data == "member_dot_arg" and len(node.children) == 3 and str(node.children[1]) in _BINDING_MACROS
+             for ident in node.children[2].children[0].iter_subtrees() if ident.data == "ident"}
+    return read - bound
+
+
+# what an expression may read of an item: these ItemFacts, by the same names
+FACT_NAMES = ("kind", "capability", "tool", "arguments", "skill", "skill_version", "owner", "groups",
+              "depth", "root_skill", "budget_left")
 
 
 @functools.lru_cache(maxsize=512)
@@ -261,11 +283,8 @@ def _program(expression: str) -> Any:
 
 
 def _expression_holds(expression: str, facts: ItemFacts) -> bool:
-    activation = celpy.json_to_cel({
-        "kind": facts.kind, "capability": facts.capability, "tool": facts.tool, "arguments": facts.arguments,
-        "skill": facts.skill, "skill_version": facts.skill_version, "owner": facts.owner,
-        "groups": sorted(facts.groups), "depth": facts.depth, "root_skill": facts.root_skill,
-        "budget_left": facts.budget_left})
+    read = {name: getattr(facts, name) for name in FACT_NAMES}
+    activation = celpy.json_to_cel({**read, "groups": sorted(facts.groups)})
     try:
         result = _program(expression).evaluate(activation)
     except (celpy.CELEvalError, celpy.CELParseError, TypeError, ValueError):
@@ -278,12 +297,12 @@ def _expression_holds(expression: str, facts: ItemFacts) -> bool:
 def matched_inputs(match: dict[str, Any], facts: ItemFacts) -> dict[str, Any] | None:
     """The item's inputs the rule matched (for the audit), or None when it does not match."""
     found: dict[str, Any] = {}
-    for name, value in (("kinds", facts.kind), ("capabilities", facts.capability), ("tools", facts.tool),
-                        ("owners", facts.owner)):
+    for name, one, value in (("kinds", "kind", facts.kind), ("capabilities", "capability", facts.capability),
+                             ("tools", "tool", facts.tool), ("owners", "owner", facts.owner)):
         if match.get(name):
             if value not in match[name]:
                 return None
-            found[name[:-1]] = value
+            found[one] = value
     if match.get("groups"):
         shared = sorted(facts.groups & set(match["groups"]))
         if not shared:

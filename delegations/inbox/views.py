@@ -139,7 +139,7 @@ def inbox_history(request: HttpRequest) -> HttpResponse:
     """Every decided item one may see, newest first, with who decided what and why."""
     text = request.GET.get("q", "").strip()[:200]
     items = (visible_approvals(request.user).exclude(status=Approval.Status.PENDING)
-             .select_related("run", "decided_by", "rule_decision")
+             .select_related("run", "decided_by", "rule_decision").prefetch_related("signoffs__user")
              .order_by(F("decided_at").desc(nulls_last=True), "-requested_at", "-pk"))
     if text:
         items = items.filter(Q(title__icontains=text) | Q(comment__icontains=text)
@@ -167,14 +167,19 @@ def _error_text(error: Refusal) -> str:
     return error.message
 
 
-def _edit_confirmation(request: HttpRequest, item: dict[str, Any], arguments: dict[str, Any],
-                       *, back_to: str, decide_url: str) -> HttpResponse:
+def _edit_confirmation(request: HttpRequest, item: dict[str, Any], arguments: dict[str, Any] | None,
+                       *, back_to: str, decide_url: str, problems: list[str] | None = None) -> HttpResponse:
     """The first step of an edit: the arguments checked against the tool's schema and
-    their diff against the original; the second step (``confirm``) approves them."""
+    their diff against the original; the second step (``confirm``) approves them.
+    ``arguments`` None: the text typed is no JSON object, for the ``problems`` given."""
     approval = item["approval"]
-    original = (approval.payload or {}).get("arguments") if isinstance(approval.payload, dict) else None
-    preview = {"errors": validate_edited_arguments(approval, arguments),
-               "diff": arguments_diff(original, arguments), "arguments": arguments}
+    if arguments is None:
+        preview = {"errors": problems or [], "diff": [], "arguments": None,
+                   "typed": request.POST.get("edited_arguments", "")}
+    else:
+        original = (approval.payload or {}).get("arguments") if isinstance(approval.payload, dict) else None
+        preview = {"errors": validate_edited_arguments(approval, arguments),
+                   "diff": arguments_diff(original, arguments), "arguments": arguments}
     context = {"item": item, "approval": approval, "preview": preview, "back_to": back_to,
                "decide_url": decide_url, "hx": bool(request.htmx)}  # type: ignore[attr-defined]
     if request.htmx:  # type: ignore[attr-defined]
@@ -188,6 +193,10 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
     (with htmx: the item re-rendered in place, decided or with the reason it was not)."""
     approval: Approval = item["approval"]
     form = DecisionForm(request.POST)
+    checking_an_edit = request.POST.get("decision") == "edit" and not request.POST.get("confirm")
+    if not form.is_valid() and checking_an_edit:   # answered where the check's result shows
+        return _edit_confirmation(request, item, None, back_to=back_to, decide_url=decide_url,
+                                  problems=[str(error) for errors in form.errors.values() for error in errors])
     if not form.is_valid():
         problems = "; ".join(f"{name}: {' '.join(map(str, errors))}" for name, errors in form.errors.items())
         return _decided(request, approval, back_to=back_to, error=f"#{approval.pk} not decided: {problems}")
@@ -198,8 +207,8 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
         data["edited_arguments"] = {data["review_field"]: data["review_value"]}
     if decision == "edit" and not data["confirm"]:
         if data["edited_arguments"] is None:
-            return _decided(request, approval, back_to=back_to,
-                            error=f"#{approval.pk}: type the edited arguments (a JSON object) first.")
+            return _edit_confirmation(request, item, None, back_to=back_to, decide_url=decide_url,
+                                      problems=["Type the edited arguments (a JSON object) first."])
         return _edit_confirmation(request, item, data["edited_arguments"], back_to=back_to,
                                   decide_url=decide_url)
     try:

@@ -70,7 +70,8 @@ def test_an_approve_rule_decides_the_item_as_it_opens_and_the_run_goes_on(author
     assert item.decider == f"rule '{rule.name}' v1"
     audit = item.rule_audit()
     assert audit["rule_id"] == rule.pk and audit["version"] == 1
-    assert audit["matched"]["tool"] == "delete_file" and audit["matched"]["arguments"] == {"path": "stale.txt"}
+    assert audit["matched"] == {"kind": "capability", "capability": "file_delete", "tool": "delete_file",
+                                "arguments": {"path": "stale.txt"}}
     assert run.state == "COMPLETE", run.error
     decided = [e.data for e in run.events.filter(type="approval") if "decision" in e.data]
     assert decided[0]["decided_by"] == "rule 'approve deletes' v1"
@@ -153,7 +154,7 @@ def test_a_rule_that_cannot_match_is_refused_with_each_error_on_its_field(author
             "skill": {"name": "price-check", "versions": "one point two"}, "colour": "red"}})
     errors = caught.value.details["errors"]
     assert caught.value.status == 422
-    assert "teleport" in errors["match.capabilities"][0]
+    assert errors["match.capabilities"][0].startswith("Unknown capability 'teleport'; known: ")
     assert "not a host pattern" in errors["match.arguments[0].value"][0]
     assert "not a version range" in errors["match.skill.versions"][0]
     assert "Unknown matcher" in errors["match.colour"][0]
@@ -170,6 +171,15 @@ def test_an_everything_rule_needs_its_confirmation_and_a_reject_rule_its_comment
     with pytest.raises(RuleRefusal) as caught:
         rule_save(rule=None, user=author, data={"name": "no", "reason": "x", "effect": "reject", "match": {}})
     assert "comment" in caught.value.details["errors"]
+
+
+@pytest.mark.django_db(serialized_rollback=True)   # the database as migrations left it
+def test_a_fresh_installation_has_the_group_of_each_role():
+    from django.contrib.auth.models import Group
+
+    from delegations.accounts.roles import APPROVERS, COMPOSERS, RULE_AUTHORS
+
+    assert {COMPOSERS, APPROVERS, RULE_AUTHORS} <= set(Group.objects.values_list("name", flat=True))
 
 
 def test_only_rule_authors_write_rules(approver):
@@ -225,6 +235,12 @@ def test_two_approver_rule_keeps_the_item_until_a_second_different_approver(
     run.refresh_from_db()
     assert only_item(run).decided_by == second_approver
     assert run.state == "COMPLETE", run.error
+    from django.test import Client
+    client = Client()
+    client.force_login(second_approver)
+    for url in ("/inbox/history/", f"/runs/{run.pk}/"):   # the audit names both approvers
+        page = re.sub(r"<[^>]+>", "", client.get(url).content.decode())
+        assert re.search(r"approve by bob\s.*, after alice approved first", page), url
 
 
 def test_a_rule_never_approves_beyond_the_runs_token_or_budget(author, composer):
@@ -412,6 +428,23 @@ def test_the_builder_saves_a_rule_that_decides_the_next_item_with_the_rule_on_ev
     assert "rule &#x27;stale deletes&#x27; v1" in client.get("/inbox/history/").content.decode()
 
 
+def test_an_edit_refused_because_the_rule_was_saved_since_saves_on_top_of_it_next_time(client, author):
+    rule = a_rule(author)
+    client.force_login(author)
+    form = {"name": rule.name, "reason": "edited in the first tab", "effect": "approve", "kinds": ["capability"],
+            "capabilities": ["file_delete"], "tools": "delete_file", "folder": ".", "enabled": "on",
+            "base_version": "1", "save": "1"}
+    rule_save(rule=rule, user=author, base_version=1, data={**rule.as_data(), "reason": "saved in another tab"})
+    refused = client.post(f"/inbox/rules/{rule.pk}/", form)
+    page = refused.content.decode()
+    assert refused.status_code == 200 and "since version 1" in page and "saved in another tab" in page
+    assert 'name="base_version" value="2"' in page and "edited in the first tab" in page
+    saved = client.post(f"/inbox/rules/{rule.pk}/", {**form, "base_version": "2"})
+    assert saved.status_code == 302
+    rule.refresh_from_db()
+    assert rule.version == 3 and rule.reason == "edited in the first tab"
+
+
 def test_the_rule_list_warns_of_an_everything_rule(client, author):
     rule_save(rule=None, user=author, data={"name": "all deletes", "reason": "x", "effect": "approve",
                                             "match": {"capabilities": ["file_delete"]}, "matches_everything": True})
@@ -455,6 +488,15 @@ def client_post_rule_form(author: Any, fields: dict[str, Any]) -> ApprovalRule:
 def test_an_expression_calling_what_cel_does_not_have_is_refused_on_its_field(expression):
     problem = expression_problem(expression)
     assert problem is not None and "which CEL does not have" in problem
+
+
+@pytest.mark.parametrize(("expression", "unknown"), [
+    ('argument.value == "mixed"', "argument"), ("foo == 1", "foo"),
+    ("arguments.items.all(a, a > 1 && b > 1)", "b")])
+def test_an_expression_reading_what_no_item_has_is_refused_naming_it(expression, unknown):
+    problem = expression_problem(expression)
+    assert problem is not None and problem.startswith(f"The expression reads {unknown}, which no item has")
+    assert "an item has kind, capability, tool, arguments" in problem
 
 
 @pytest.mark.parametrize("expression", ['tool.startsWith("http") && size(groups) > 0',

@@ -94,6 +94,7 @@ def test_the_budget_shows_what_is_used_and_left_on_every_axis(composer):
 def test_it_tells_what_the_run_did_before_it_parked(composer):
     run = make_run(composer, state="AWAITING_APPROVAL", label="pricing")
     append_events([(run, "state", {"state": "WORKING", "previous": "ACCEPTED"}),
+                   (run, "text", {"delta": "Here is my answer."}), (run, "model_call", {"output_tokens": 4}),
                    (run, "text", {"delta": "Fetching the "}), (run, "text", {"delta": "price list."}),
                    (run, "tool_call", {"id": "c0", "name": "read_file", "arguments": {"path": "a.txt"}}),
                    (run, "tool_result", {"id": "c0", "name": "read_file", "ok": True, "result": {"size": 3}}),
@@ -101,6 +102,7 @@ def test_it_tells_what_the_run_did_before_it_parked(composer):
     run.refresh_from_db()
     context = approval_context(http_get(run))
     assert [(line["title"], line["body"]) for line in context["recent"]] == [
+        ("The model said", "Here is my answer."),   # another turn's words are another line
         ("The model said", "Fetching the price list."), ("Called read_file", '{"path": "a.txt"}'),
         ("read_file succeeded", '{"size": 3}'), ("Called http_get", '{"url": "https://example.com"}')]
     assert context["tool_calls"] == 2

@@ -281,7 +281,8 @@ def test_a_batch_rejection_needs_its_comment(composer, approver, immediate_tasks
     items = list(Approval.objects.select_related("run").filter(run__root_id=run.pk))
     with pytest.raises(Refusal) as caught:
         approvals_decide_batch(approvals=items, user=approver, decision="reject")
-    assert caught.value.status == 422 and "comment" in caught.value.message
+    assert caught.value.status == 422 and caught.value.message.startswith("Rejecting needs a comment")
+    assert "#" not in caught.value.message   # said of the batch, not of the first item in it
 
 
 # -- the inbox websocket --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
 from delegations.models import Approval, Run
 from tests.delegations.inbox.test_context import ask, child_of, http_get
@@ -151,10 +152,26 @@ def test_edited_arguments_that_break_the_tools_schema_are_listed_and_not_confirm
     assert "Approve with these arguments" not in html
 
 
-def test_edited_arguments_that_are_not_json_say_so(approver_client, composers_run):
+@pytest.mark.parametrize(("typed", "said"), [
+    ("{url: nope", "The arguments are not valid JSON"),
+    ('["https://example.org/"]', "The arguments must be a JSON object"),
+    ("", "Type the edited arguments (a JSON object) first."),
+])
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
+def test_edited_arguments_that_are_no_json_object_say_so_where_the_check_shows(
+        approver_client, composers_run, typed, said, htmx):
     approval = http_get(composers_run)
-    response = post(approver_client, approval, decision="edit", edited_arguments="{url: nope")
-    assert "The arguments are not valid JSON" in response.content.decode()
+    response = approver_client.post(f"/inbox/{approval.pk}/decision/", {"decision": "edit", "edited_arguments": typed},
+                                    headers={"HX-Request": "true"} if htmx else {})
+    html = response.content.decode()
+    assert response.status_code == 200 and said in html and "Not a JSON object of arguments" in html
+    assert "Approve with these arguments" not in html
+    if htmx:   # only the preview, not the item again inside its own preview
+        assert "<html" not in html and 'class="approval' not in html and "data-decision" not in html
+    else:      # the page to check again keeps what was typed
+        assert f">{escape(typed)}</textarea>" in html
+    approval.refresh_from_db()
+    assert approval.is_pending
 
 
 def test_with_htmx_the_edit_check_returns_only_the_preview(approver_client, composers_run):
