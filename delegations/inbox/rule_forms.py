@@ -8,6 +8,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django import forms
+from django.http import QueryDict
+from django.utils.datastructures import MultiValueDict
 
 from delegations.models import Approval, ApprovalRule, RuleEffect
 from delegations.protocol.approvals import ApprovalKind
@@ -57,8 +59,11 @@ class RuleForm(forms.Form):
     def rebase(self, version: int) -> None:
         """After a save refused because someone saved the rule since: the person has seen
         what changed, so saving this form again saves it on top of ``version``."""
-        self.data = self.data.copy()
-        self.data["base_version"] = str(version)
+        data = QueryDict(mutable=True)
+        if isinstance(self.data, MultiValueDict):   # the kinds ticked are several values of one key
+            data.update(self.data)
+        data["base_version"] = str(version)
+        self.data = data
 
     def rule_data(self) -> dict[str, Any]:
         """The rule as ``rule_save`` takes it (the form is valid)."""

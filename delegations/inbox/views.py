@@ -173,6 +173,7 @@ def _edit_confirmation(request: HttpRequest, item: dict[str, Any], arguments: di
     their diff against the original; the second step (``confirm``) approves them.
     ``arguments`` None: the text typed is no JSON object, for the ``problems`` given."""
     approval = item["approval"]
+    preview: dict[str, Any]
     if arguments is None:
         preview = {"errors": problems or [], "diff": [], "arguments": None,
                    "typed": request.POST.get("edited_arguments", "")}

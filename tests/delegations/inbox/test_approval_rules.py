@@ -431,7 +431,8 @@ def test_the_builder_saves_a_rule_that_decides_the_next_item_with_the_rule_on_ev
 def test_an_edit_refused_because_the_rule_was_saved_since_saves_on_top_of_it_next_time(client, author):
     rule = a_rule(author)
     client.force_login(author)
-    form = {"name": rule.name, "reason": "edited in the first tab", "effect": "approve", "kinds": ["capability"],
+    form = {"name": rule.name, "reason": "edited in the first tab", "effect": "approve",
+            "kinds": ["capability", "capability_request"],
             "capabilities": ["file_delete"], "tools": "delete_file", "folder": ".", "enabled": "on",
             "base_version": "1", "save": "1"}
     rule_save(rule=rule, user=author, base_version=1, data={**rule.as_data(), "reason": "saved in another tab"})
@@ -439,10 +440,13 @@ def test_an_edit_refused_because_the_rule_was_saved_since_saves_on_top_of_it_nex
     page = refused.content.decode()
     assert refused.status_code == 200 and "since version 1" in page and "saved in another tab" in page
     assert 'name="base_version" value="2"' in page and "edited in the first tab" in page
+    ticked = re.findall(r'<input type="checkbox" name="kinds" value="(\w+)"[^>]*checked', page)
+    assert ticked == ["capability", "capability_request"]
     saved = client.post(f"/inbox/rules/{rule.pk}/", {**form, "base_version": "2"})
     assert saved.status_code == 302
     rule.refresh_from_db()
     assert rule.version == 3 and rule.reason == "edited in the first tab"
+    assert rule.match["kinds"] == ["capability", "capability_request"]
 
 
 def test_the_rule_list_warns_of_an_everything_rule(client, author):
