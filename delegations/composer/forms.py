@@ -655,7 +655,7 @@ class ImportForm(forms.Form):
             if upload.size > PASTE_LIMIT:
                 raise ValidationError(f"The file is larger than {PASTE_LIMIT // 1024} KB.")
             try:
-                cleaned["packet_json"] = upload.read().decode("utf-8")
+                cleaned["packet_json"] = upload.read().decode("utf-8-sig")   # as Notepad saves it too
             except UnicodeDecodeError:
                 raise ValidationError("The file is not UTF-8 text.") from None
         if not str(cleaned.get("packet_json") or "").strip():

@@ -121,6 +121,12 @@ class JSONValueField(forms.JSONField):
             raise ValidationError(f"Expected {wanted}, not {type(result).__name__}.")
         return result
 
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:   # Django's catches only JSONDecodeError; redrawn as typed
+            return InvalidJSONInput(data)
+
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, InvalidJSONInput):
             return value   # the text as typed

@@ -226,6 +226,12 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
     adapter_form = AdapterForm(request.POST)
     report = _lint(form, delegation)
     valid = form.is_valid()
+    if not valid and action in ("save", "run"):
+        count = sum(len(errors) for errors in form.errors.values())
+        messages.error(request, f"Not saved{' or started' if action == 'run' else ''}: {count} field"
+                                f"{'s' if count > 1 else ''} below cannot be stored as "
+                                f"{'they are' if count > 1 else 'it is'}. Fix "
+                                f"{'them' if count > 1 else 'it'} and save again; the rest is kept.")
     if valid and action == "save":
         return _save_and_maybe_run(request, form, adapter_form, delegation, report, run=False)
     if valid and action == "run":
@@ -318,6 +324,18 @@ def _filled_form(request: HttpRequest, packet: dict[str, Any], delegation: Deleg
                         initial={**initial_from_packet(packet), **keep}, parent=_parent_scope(delegation))
 
 
+def _held_packet(request: HttpRequest) -> dict[str, Any] | None:
+    """What the form held when a packet file that does not read was uploaded: the JSON
+    view's text, which follows the form (None when nothing was uploaded, or it does not read)."""
+    text = request.POST.get("packet_json", "")
+    if "packet_file" not in request.FILES or not text.strip():
+        return None
+    try:
+        return parse_packet(text).to_dict()
+    except ProtocolError:
+        return None
+
+
 def _import(request: HttpRequest, delegation: Delegation | None) -> HttpResponse:
     """Fill the form from a packet pasted or uploaded in any dialect (the JSON view's
     "Fill the form" without scripts; with them, :func:`delegation_fill` does it as one types)."""
@@ -325,7 +343,10 @@ def _import(request: HttpRequest, delegation: Delegation | None) -> HttpResponse
     if packet is not None:
         messages.info(request, "The form is filled from the packet. Nothing is saved until you save.")
         return _render(request, _filled_form(request, packet, delegation), delegation=delegation, packet=packet)
-    if delegation is not None:
+    held = _held_packet(request)
+    if held is not None:
+        form, packet = _filled_form(request, held, delegation), held
+    elif delegation is not None:
         form, packet = _saved_form(delegation)
     else:
         packet = packet_from_form(new_initial())

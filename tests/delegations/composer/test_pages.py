@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from delegations.composer.starters import CHECKLIST
 from delegations.models import Delegation, Run
@@ -344,6 +345,27 @@ def test_an_uploaded_packet_fills_the_form(composer_client):
     assert examples.CONTRACT_GOAL in text
 
 
+def test_an_uploaded_packet_saved_with_a_byte_order_mark_fills_the_form(composer_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("packet.json", "\ufeff".encode() + json.dumps(examples.DELEGATION_CONTRACT).encode())
+    text = page(composer_client.post(NEW, {"action": "import", "packet_file": upload}))
+    assert examples.CONTRACT_GOAL in text
+
+
+def test_an_upload_that_does_not_read_keeps_what_the_form_held(composer_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    held = json.dumps({"goal": "Summarize the incident report", "subagent_type": "researcher"})
+    upload = SimpleUploadedFile("notes.txt", b"these are my notes, not a packet")
+    response = composer_client.post(NEW, {"action": "import", "name": "Incident summary", "packet_json": held,
+                                          "packet_file": upload})
+    assert response.status_code == 422
+    text = page(response)
+    assert "Handoff could not read this as a hand-off packet." in text
+    assert "Summarize the incident report" in text and 'value="Incident summary"' in text
+
+
 def test_a_packet_of_unknown_shape_says_what_was_expected(composer_client):
     response = composer_client.post(NEW, {"action": "import", "packet_json": '{"goal": 42, "budget": "lots"}'})
     assert response.status_code == 422
@@ -446,6 +468,17 @@ def test_run_is_refused_while_errors_remain(composer_client):
     assert response.status_code == 422
     assert "Not started." in page(response)
     assert not Run.objects.exists()
+
+
+def test_a_json_box_nested_too_deeply_is_refused_and_kept_as_typed(composer_client):
+    start = composer_client.get(f"{NEW}?role=coder")
+    nested = '{"notes": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = composer_client.post(NEW, form_data(start, action="save", goal="Fix the login bug", other=nested))
+    assert response.status_code == 422
+    text = page(response)
+    assert "This JSON nests too deeply to read." in text and escape(nested) in text
+    assert "Not saved: 1 field below cannot be stored as it is. Fix it and save again" in text
+    assert not Delegation.objects.exists()
 
 
 def test_the_adapter_select_preselects_the_default(composer_client, settings):

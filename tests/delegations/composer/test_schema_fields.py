@@ -135,6 +135,13 @@ def test_an_object_without_properties_is_a_json_textarea():
         "This is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2."]}
 
 
+def test_json_nested_too_deeply_is_refused_and_redrawn_as_typed():
+    nested = "[" * 5000 + "]" * 5000
+    assert errors(input__extra=nested) == {"input__extra": ["This JSON nests too deeply to read."]}
+    form_class = type("InputForm", (forms.Form,), dict(FIELDS.fields))
+    assert form_class({"input__extra": nested})["input__extra"].value() == nested
+
+
 def test_empty_optional_values_are_left_out():
     assert cleaned() == {"query": "TSLA", "strict": True, "sources": ["yahoo"]}
 
