@@ -110,16 +110,16 @@ ERROR_SCHEMA: dict[str, Any] = {
                                              "invalid fields"}},
     "required": ["detail"],
 }
-ERROR_STATUSES = {
-    "400": "The request cannot be read (malformed body or form)",
-    "401": "Authentication required",
-    "403": "Not allowed for this user",
-    "404": "Not found",
-    "409": "Conflicts with the current state",
-    "413": "Request body too large",
-    "415": "Unsupported Content-Type",
-    "422": "Invalid input",
-    "429": "Too many attempts, or too many runs waiting to start; wait for Retry-After seconds",
+ERROR_STATUSES = {   # int keys, as ninja writes an operation's own: "403" beside 403 was a key twice
+    400: "The request cannot be read (malformed body or form)",
+    401: "Authentication required",
+    403: "Not allowed for this user",
+    404: "Not found",
+    409: "Conflicts with the current state",
+    413: "Request body too large",
+    415: "Unsupported Content-Type",
+    422: "Invalid input",
+    429: "Too many attempts, or too many runs waiting to start; wait for Retry-After seconds",
 }
 
 

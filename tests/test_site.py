@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -100,6 +101,17 @@ def test_the_api_docs_and_schema_render(client):
     assert client.get("/api/docs").status_code == 200
     schema = client.get("/api/openapi.json").json()
     assert "/api/health" in schema["paths"]
+
+
+def test_no_object_of_the_api_schema_has_a_key_twice(client):
+    """Swagger UI refuses a document with a key twice ("duplicated mapping key"); json.loads
+    keeps the last silently."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        assert len(keys) == len(set(keys)), sorted(key for key in keys if keys.count(key) > 1)
+        return dict(pairs)
+
+    json.loads(client.get("/api/openapi.json").content, object_pairs_hook=unique)
 
 
 @pytest.mark.parametrize(("reader", "value", "message"), [

@@ -111,13 +111,20 @@ async def _answer(send: Any, status: int, detail: str, headers: dict[str, str] |
     await send({"type": "http.response.body", "body": body})
 
 
-async def _buffered(receive: Any) -> tuple[bytes, Any]:
-    """The request's whole body, and a ``receive`` that hands it to the routes again once,
-    then passes on what follows (a stream listens there for the caller going away)."""
-    chunks, more = [], True
+async def _buffered(receive: Any) -> tuple[bytes | None, Any]:
+    """The request's whole body (None past ``DATA_UPLOAD_MAX_MEMORY_SIZE``, the limit the
+    REST API and MCP keep: the rest is not read), and a ``receive`` that hands it to the
+    routes again once, then passes on what follows (a stream listens there for the caller
+    going away)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    chunks, size, more = [], 0, True
     while more:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            return None, receive
+        chunks.append(chunk)
         more = message.get("more_body", False)
     body, replayed = b"".join(chunks), False
 
@@ -135,16 +142,19 @@ PARSE_ERROR, INVALID_PARAMS = -32700, -32602   # JSON-RPC's codes
 
 
 def _refused_request(body: bytes) -> tuple[Any, int, str] | None:
-    """A JSON-RPC request answered here, before the SDK: its id, error code and what to fix.
+    """A request answered here, before the SDK: its id, JSON-RPC error code and what to fix.
 
-    - JSON nested past what Python's parser reads: the SDK's parser raises RecursionError
-      and answers it as an internal error (-32603), though the request is at fault;
+    - a body that is not UTF-8, or JSON nested past what Python's parser reads: the SDK
+      answers them as an internal error (-32603; 500 on HTTP+JSON), though the request is
+      at fault;
     - a ListTasks ``status`` that names no task state: the SDK's parser reads an unknown enum
       name as unspecified (it ignores unknown fields for forward compatibility, which
       protobuf extends to enum names), so the request would list every task instead of
       saying the filter is wrong."""
     try:
-        request = json.loads(body)
+        request = json.loads(body.decode("utf-8"))   # as the SDK reads it (json.loads alone takes UTF-16)
+    except UnicodeDecodeError as exc:
+        return None, PARSE_ERROR, f"The request body is not UTF-8 text (byte {exc.start}); send JSON as UTF-8."
     except ValueError:
         return None   # the SDK answers a body that is not JSON with its parse error
     except RecursionError:
@@ -201,11 +211,19 @@ class A2AGate:
                 return
             scope["handoff_user"] = user
             audit.info("a2a %s %s by %s", scope["method"], scope["path"], user.get_username())
-        if scope["method"] == "POST" and scope["path"] == JSONRPC_PATH:
+        if scope["method"] in ("POST", "PUT", "PATCH"):
             body, receive = await _buffered(receive)
+            if body is None:
+                limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+                await _answer(send, 413, f"The request body is larger than this server accepts "
+                                         f"({limit:,} bytes, DATA_UPLOAD_MAX_MEMORY_SIZE).")
+                return
             refusal = _refused_request(body)
-            if refusal is not None:
+            if refusal is not None and scope["path"] == JSONRPC_PATH:
                 await _answer_rpc(send, *refusal)
+                return
+            if refusal is not None and refusal[1] == PARSE_ERROR:   # HTTP+JSON: the SDK answered 500
+                await _answer(send, 400, refusal[2])
                 return
         _base_url.set(base_url)
         await self.inner(scope, receive, self._with_security_headers(send, secure))

@@ -288,7 +288,8 @@ def _ask_clarification(request: HttpRequest, run: Run, view: dict[str, Any]) -> 
     title="Wait for a run",
     description=(
         f"Wait up to `timeout_s` seconds (at most {WAIT_MAX_S:g}) for a run to end, park for "
-        "a person, or ask a question; returns the run as read_run does. Call it again while "
+        "a person, or ask a question; a run already waiting for approval is waited on until "
+        "a person decides. Returns the run as read_run does. Call it again while "
         "`status` says working or awaiting approval. A run waiting for approval is decided "
         "by a person in Handoff's inbox (inbox_url), never by you. A question the run asks "
         "is put to you directly when your client can ask, else answer it with "

@@ -26,6 +26,7 @@ from delegations.interop.mcp.run_tools import WAIT_MAX_S
 from delegations.interop.mcp.server import server
 from delegations.live.notices import FALLBACK_S, release_connection, run_notices
 from delegations.models import Approval
+from delegations.protocol.approvals import ApprovalKind
 
 
 def progress_token(params: dict[str, Any]) -> str | int | None:
@@ -39,18 +40,21 @@ def _sse(data: bytes | str) -> bytes:
     return f"event: message\ndata: {text}\n\n".encode()
 
 
-def _look(request: HttpRequest, run_id: str) -> tuple[str, bool] | None:
-    """One line saying where the run is, and whether waiting is over (it ended or waits for a
-    person); None when the caller may not see it (the tool then says so)."""
+def _look(request: HttpRequest, run_id: str) -> tuple[str, bool, bool] | None:
+    """One line saying where the run is; whether waiting is over (it ended or waits for a
+    person); and whether what it waits for is only a person's decision (no question the
+    client could answer). None when the caller may not see it (the tool then says so)."""
     try:
         run = visible_runs(request.user).filter(pk=run_id).first()
         if run is None:
             return None
-        waits = not run.is_terminal and Approval.objects.pending().filter(run__in=run.tree()).exists()
+        kinds = set() if run.is_terminal else set(
+            Approval.objects.pending().filter(run__in=run.tree()).values_list("kind", flat=True))
         usage = run.usage or {}
         line = (f"{run.state}: {usage.get('model_calls', 0)} model calls, "
                 f"{usage.get('input_tokens', 0) + usage.get('output_tokens', 0)} tokens")
-        return line + (", waiting for a person" if waits else ""), run.is_terminal or waits
+        deciding = bool(kinds) and ApprovalKind.CLARIFICATION not in kinds
+        return line + (", waiting for a person" if kinds else ""), run.is_terminal or bool(kinds), deciding
     finally:
         release_connection()
 
@@ -80,9 +84,15 @@ def wait_then_answer(request: HttpRequest, request_id: str | int, params: dict[s
 
     async def events() -> AsyncIterator[bytes]:
         deadline, sent, last = time.monotonic() + wait_s, 0, ""
+        deciding_since_start: bool | None = None
         async with run_notices(run_id) as notices:
             while (seen := await sync_to_async(_look)(request, run_id)) is not None:
-                line, over = seen
+                line, over, deciding = seen
+                # a run already waiting for a person's decision when the wait began: the wait
+                # is for that decision (answering at once, a client's loop asked ~80 times a second)
+                deciding_since_start = deciding and deciding_since_start is not False
+                if deciding_since_start:
+                    over = False
                 if token is not None and line != last:
                     sent, last = sent + 1, line
                     yield _sse(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {

@@ -220,7 +220,7 @@ async def test_cancel_ends_the_task_canceled_and_a_second_cancel_is_refused(
 # -- bad input: the spec's errors, a message saying what to fix, no run written ---------------
 
 def rpc(url: str, body: Any, headers: dict[str, str], **extra: str) -> httpx.Response:
-    content = body if isinstance(body, str) else None
+    content = body if isinstance(body, str | bytes) else None
     return httpx.post(f"{url}/a2a/jsonrpc", headers={"A2A-Version": "1.0", **headers, **extra},
                       content=content, json=None if content is not None else body)
 
@@ -261,6 +261,12 @@ def test_the_rest_transport_answers_bad_input_with_http_statuses(
     assert refused.status_code == 400 and "nosuch" in refused.text
     missing = httpx.get(f"{live_url}/a2a/rest/tasks/no-such-task", headers=headers)
     assert missing.status_code == 404 and "No task no-such-task" in missing.text
+    not_utf8 = httpx.post(f"{live_url}/a2a/rest/message:send", headers=headers, content=b"\xff\xfe")
+    assert not_utf8.status_code == 400 and "not UTF-8" in not_utf8.json()["detail"]
+    huge = b'{"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "' + b"a" * 3_000_000 + b'"}]}}'
+    for path in ("/a2a/rest/message:send", "/a2a/jsonrpc"):   # refused as /api and /mcp refuse it
+        too_large = httpx.post(f"{live_url}{path}", headers=headers, content=huge)
+        assert too_large.status_code == 413 and "larger than this server accepts" in too_large.json()["detail"]
     assert runs_written(live_url, composer_api) == 0
 
 
@@ -293,6 +299,7 @@ def test_a_stream_without_a_token_is_401_and_a_wrong_token_too(live_url: str) ->
 @pytest.mark.parametrize(("body", "code"), [
     ("{not json", -32700),
     ('{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": ' + "[" * 50_000 + "]" * 50_000 + "}", -32700),
+    (b"\xff\xfe", -32700),   # not UTF-8 (json.loads alone reads it as UTF-16)
     ({"jsonrpc": "2.0", "id": 1}, -32600),
     ({"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}}, -32601),
     ({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": 5}}, -32602),

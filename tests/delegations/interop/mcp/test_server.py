@@ -4,6 +4,8 @@ process on loopback (``manage.py serve``: uvicorn, the embedded worker, the scri
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -111,11 +113,19 @@ def test_a_run_that_needs_the_network_parks_until_an_approver_decides_in_the_inb
                    {"item_id": item["item_id"], "answer": "approve"})
     assert refused.is_error and "only an approver decides" in text(refused)
     assert Approval.objects.get(pk=item["item_id"]).status == "pending"
-    decided = httpx.post(f"{site['url']}/api/approvals/{item['item_id']}/decision",
-                         json={"decision": "approve", "comment": "ok"},
-                         headers={"Authorization": f"Bearer {site['approver']}"})
-    assert decided.status_code == 200, decided.text
-    ended = _wait(site, started["run_id"])
+    decisions: list[httpx.Response] = []
+    approver = threading.Timer(1.5, lambda: decisions.append(httpx.post(
+        f"{site['url']}/api/approvals/{item['item_id']}/decision", json={"decision": "approve", "comment": "ok"},
+        headers={"Authorization": f"Bearer {site['approver']}"})))
+    approver.start()
+    began = time.monotonic()
+    waited = structured(tool(site["url"], site["composer"], "wait_for_run",
+                             {"run_id": started["run_id"], "timeout_s": 20}))
+    approver.join()
+    assert decisions[0].status_code == 200, decisions[0].text
+    # a wait on a run already waiting for a decision waits for it (it answered at once before)
+    assert time.monotonic() - began >= 1.4 and not waited["status"].startswith("awaiting approval"), waited
+    ended = waited if waited["status"].startswith("ended") else _wait(site, started["run_id"])
     assert ended["state"] == "COMPLETE" and ended["result"]["output_payload"]["currency"] == "EUR"
 
 
