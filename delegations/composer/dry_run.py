@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 
 from delegations.models import Delegation, Run
+from delegations.protocol.criteria.shaping import output_shapes
 from delegations.protocol.packet import parse_packet
 from delegations.runs.workflows import run_create
 
@@ -44,11 +45,28 @@ def example_payload(schema: Any) -> Any:
 
 
 def default_script(packet: dict[str, Any]) -> list[dict[str, Any]]:
-    """One turn that yields SUCCESS with an example of the packet's expected output."""
+    """One turn that yields SUCCESS with an example of the packet's expected output, its
+    fields taken from the input where the criteria say they come from it (a quote of the
+    source, one of its values, numbers or spans), so that the example can meet them."""
     schema = packet.get("expected_output_schema")
     payload = example_payload(schema) if isinstance(schema, dict) else {}
+    if isinstance(payload, dict) and isinstance(schema, dict):
+        shapes = output_shapes(packet.get("success_criteria") or [], schema, packet.get("input_data") or {})
+        payload.update({name: _first_sentence(quote.text) for name, quote in shapes.quotes.items()})
+        for offered in (shapes.choices, shapes.numbers, shapes.spans):
+            payload.update({name: values[0] for name, values in offered.items() if values})
     return [{"text": "A dry run's answer.", "tool_calls": [{"name": "yield_control", "arguments": {
         "status": "SUCCESS", "output_payload": payload if isinstance(payload, dict) else {"value": payload}}}]}]
+
+
+def _first_sentence(text: str, most: int = 120) -> str:
+    """The start of ``text`` up to its first sentence's end, or ``most`` characters cut at
+    a space: a quote of it, as a quoted_from criterion takes it."""
+    end = min((found + 1 for found in (text.find(". "), text.find("! "), text.find("? ")) if found >= 0),
+              default=len(text))
+    if end > most:
+        end = text.rfind(" ", 0, most) if " " in text[:most] else most
+    return text[:end].strip()
 
 
 class DryRunForm(AdapterForm):

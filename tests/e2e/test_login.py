@@ -36,11 +36,18 @@ def test_no_page_is_wider_than_the_window(live_url, page, composer, width):
         "packet": {"subagent_type": "reviewer", "goal": goal},
         "adapter": {"name": "scripted", "config": {"script": [scripts.yield_turn()]}}})
     assert response.status_code == 201 and response.json()["state"] == "COMPLETE", response.text
+    saved = httpx.post(f"{live_url}/api/delegations", headers=bearer(composer), json={
+        "name": "unbroken", "packet": scripts.packet(goal="Check " + "x" * 160 + " before it ships")})
+    assert saved.status_code == 201, saved.text
     page.set_viewport_size({"width": width, "height": 900})
     login(page, live_url, composer.username)
     for path in ("/", "/skills/", "/skills/agloop-executor/", "/skills/review-sentiment/", "/delegations/",
                  "/delegations/new/?skill=review-sentiment", "/runs/", f"/runs/{response.json()['id']}/",
-                 "/inbox/"):
+                 "/inbox/", f"/delegations/{saved.json()['id']}/tree/"):
         page.goto(f"{live_url}{path}")
         wide = page.evaluate("document.documentElement.scrollWidth")
         assert wide <= width, f"{path} is {wide} px wide in a {width} px window"
+        for card in page.locator(".node-card").all():   # a long word wraps inside its card
+            assert page.evaluate("(card) => card.scrollWidth <= card.clientWidth", card.element_handle()), path
+    page.goto(f"{live_url}/delegations/new/?skill=review-sentiment")
+    assert page.locator("#id_name").bounding_box()["width"] >= min(300, width - 100)
