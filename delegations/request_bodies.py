@@ -11,4 +11,4 @@ class RequestBody(Schema):
     is not "1" and ``"ids": ["1"]`` is not [1]. Pydantic's lax mode converted them, so the
     API took what its published schema says it refuses."""
 
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, extra="forbid")   # a misspelt field is refused, not ignored

@@ -19,7 +19,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from delegations.accounts import api as accounts_api
-from delegations.accounts.auth import api_auth
+from delegations.accounts.auth import WRONG_TOKEN, api_auth
 from delegations.accounts.rate_limits import RateLimited
 from delegations.composer import api as composer_api
 from delegations.inbox import api as inbox_api
@@ -173,9 +173,16 @@ def refused(request: HttpRequest, exc: Refusal) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return api.create_response(
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        response = api.create_response(request, {"detail": WRONG_TOKEN}, status=401)
+        response["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+        return response
+    response = api.create_response(
         request, {"detail": "Authentication required: send `Authorization: Bearer <token>` "
                             "or log in."}, status=401)
+    response["WWW-Authenticate"] = "Bearer"
+    return response
 
 
 @api.exception_handler(PermissionDenied)
@@ -191,7 +198,16 @@ def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(NinjaValidationError)
 def invalid_input(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    return api.create_response(request, {"detail": exc.errors}, status=422)
+    return api.create_response(request, {"detail": [_readable(error) for error in exc.errors]}, status=422)
+
+
+def _readable(error: dict[str, Any]) -> dict[str, Any]:
+    """Pydantic's error with a message that says what to do where its own does not."""
+    if error.get("type") == "extra_forbidden" and error.get("loc"):
+        name = error["loc"][-1]
+        return {**error, "msg": f"Unknown field {name!r}: check its spelling against the "
+                                f"operation's body in /api/docs (nothing was done)."}
+    return error
 
 
 @api.exception_handler(HttpError)

@@ -16,6 +16,9 @@ from ninja.security import HttpBearer, SessionAuth
 from delegations.accounts.rate_limits import client_address, token_limit
 from delegations.models import APIToken
 
+# what REST, MCP and A2A answer (401) to a bearer token that is no token of theirs
+WRONG_TOKEN = "This API token is wrong or was revoked; create a new one on your account page."
+
 
 class BearerTokenAuth(HttpBearer):
     """An API token. Too many wrong ones from an address (HANDOFF_TOKEN_MAX_FAILURES per

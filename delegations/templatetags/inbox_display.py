@@ -8,7 +8,9 @@ from typing import Any
 from django import template
 
 from delegations.inbox.context import arguments_diff, decision_items
+from delegations.inbox.forms import REVIEW_DECIDED
 from delegations.models import Approval
+from delegations.protocol.approvals import ApprovalKind
 
 register = template.Library()
 
@@ -25,6 +27,15 @@ def edited_diff(approval: Approval) -> list[dict[str, str]]:
     """A decided item's edited arguments against the ones the subagent asked for."""
     payload = approval.payload if isinstance(approval.payload, dict) else {}
     return arguments_diff(payload.get("arguments"), approval.edited_arguments)
+
+
+@register.filter
+def outcome(approval: Approval) -> str:
+    """How a decided item's outcome reads: its status, in a review's own words (a confirmed,
+    corrected or failed label, not an approved, edited or rejected call)."""
+    if approval.kind == ApprovalKind.REVIEW and approval.decision in REVIEW_DECIDED:
+        return REVIEW_DECIDED[approval.decision]
+    return str(approval.status)
 
 
 @register.filter

@@ -151,7 +151,21 @@ def test_a_skill_whose_instruction_file_was_never_imported_is_422(
 
 def test_starting_runs_needs_the_composer_role_and_a_login(client: Client, outsider_api: dict[str, str]) -> None:
     assert start(client, outsider_api, scripted()).status_code == 403
-    assert start(client, {}, scripted()).status_code == 401
+    anonymous = start(client, {}, scripted())
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Bearer"
+    assert "send `Authorization: Bearer <token>`" in anonymous.json()["detail"]
+    wrong = start(client, {"Authorization": "Bearer hnd_wrong"}, scripted())
+    assert wrong.status_code == 401 and wrong["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+    assert wrong.json()["detail"].startswith("This API token is wrong or was revoked")
+
+
+def test_a_misspelt_field_is_refused_naming_it_and_nothing_starts(
+        client: Client, composer_api: dict[str, str]) -> None:
+    response = start(client, composer_api, {**scripted(), "adaptor": {"name": "scripted"}, "wiat": 30})
+    assert response.status_code == 422
+    assert [(error["loc"][-1], error["msg"].split(":")[0]) for error in response.json()["detail"]] == [
+        ("adaptor", "Unknown field 'adaptor'"), ("wiat", "Unknown field 'wiat'")]
+    assert not Run.objects.exists()
 
 
 def test_the_list_filters_by_state_skill_owner_and_roots_and_pages(

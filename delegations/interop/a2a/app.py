@@ -31,7 +31,7 @@ from django.http.request import split_domain_port, validate_host
 from starlette.applications import Starlette
 from starlette.requests import Request
 
-from delegations.accounts.auth import BearerTokenAuth
+from delegations.accounts.auth import WRONG_TOKEN, BearerTokenAuth
 from delegations.accounts.rate_limits import RateLimited
 
 from .card import JSONRPC_PATH, REST_PATH, agent_card, card_frame
@@ -242,9 +242,7 @@ class A2AGate:
             await _answer(send, 429, exc.message, {"retry-after": str(exc.retry_after)})
             return None
         if user is None:
-            await _answer(send, 401, "This API token is wrong or was revoked; create a new one "
-                                     "on your account page.",
-                          {"www-authenticate": 'Bearer error="invalid_token"'})
+            await _answer(send, 401, WRONG_TOKEN, {"www-authenticate": 'Bearer error="invalid_token"'})
         return user
 
     def _with_security_headers(self, send: Any, secure: bool) -> Any:

@@ -25,7 +25,7 @@ from django_mcpz.server import (
     _validate_name_header,
 )
 
-from delegations.accounts.auth import BearerTokenAuth
+from delegations.accounts.auth import WRONG_TOKEN, BearerTokenAuth
 from delegations.accounts.rate_limits import RateLimited
 from delegations.accounts.roles import can_approve, can_compose
 
@@ -55,8 +55,7 @@ def api_token_auth(request: HttpRequest) -> HttpResponse | None:
         response["Retry-After"] = str(exc.retry_after)
         return response
     if user is None:
-        return _unauthorized("This API token is wrong or was revoked; create a new one on "
-                             "your account page.", error="invalid_token")
+        return _unauthorized(WRONG_TOKEN, error="invalid_token")
     return None
 
 

@@ -6,6 +6,7 @@ with the decided value, audited on the item, the run's result and its criteria r
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -106,6 +107,8 @@ def test_the_inbox_page_shows_the_input_the_proposal_and_its_alternatives_then_t
     assert run.state == "COMPLETE" and run.result["output_payload"]["sentiment"] == "negative"
     history = approver_client.get("/inbox/history/").content.decode()
     assert "Corrected <span class=\"mono\">sentiment</span> to <strong class=\"mono\">negative</strong>" in history
+    # the outcome in a review's own words, once: not "edited · edit by alice"
+    assert re.search(r'<span class="badge [^"]*">corrected</span>\s*<span class="audit-who">by <strong>alice', history)
 
 
 def test_the_api_confirms_and_the_run_completes_with_the_proposed_value(composer, approver_api, immediate_tasks,
