@@ -28,40 +28,59 @@ STARTING = "starting"      # held while the first call creates the run
 STARTING_MAX_S = 15.0      # how long a repeated call waits for the first to finish
 
 
-def _cache_key(request: HttpRequest, tool: str, arguments: dict[str, Any], given: str) -> str:
-    if given:
-        material = f"key:{given}"
-    else:
-        material = "args:" + json.dumps({k: v for k, v in arguments.items() if k != "idempotency_key"},
-                                        sort_keys=True, default=str)
-    digest = hashlib.sha256(f"{request.user.pk}:{tool}:{material}".encode()).hexdigest()
-    return f"handoff:mcp:once:{digest}"
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cache_key(request: HttpRequest, given: str, asked: str) -> str:
+    """A given key is the caller's whatever the tool (start_run, run_skill.*); a derived one
+    is the call itself."""
+    material = f"key:{given}" if given else f"args:{asked}"
+    return f"handoff:mcp:once:{_digest(f'{request.user.pk}:{material}')}"
 
 
 def once(request: HttpRequest, tool: str, arguments: dict[str, Any], given_key: str,
          start: Callable[[], Run]) -> tuple[Run, bool]:
     """The run this call started, and whether an earlier call with the same key had started
-    it (then ``start`` is not called)."""
+    it (then ``start`` is not called). A given key used before with other arguments is a
+    ToolError, as Stripe's API answers one: the caller reused a key by mistake."""
     cache = caches[settings.HANDOFF_RATE_LIMIT_CACHE]
-    key = _cache_key(request, tool, arguments, given_key.strip()[:200])
-    window = GIVEN_KEY_S if given_key.strip() else DERIVED_KEY_S
-    if cache.add(key, STARTING, timeout=window):
+    given = given_key.strip()[:200]
+    asked = _digest(tool + ":" + json.dumps({k: v for k, v in arguments.items() if k != "idempotency_key"},
+                                             sort_keys=True, default=str))
+    key = _cache_key(request, given, asked)
+    window = GIVEN_KEY_S if given else DERIVED_KEY_S
+    if cache.add(key, (STARTING, asked), timeout=window):
         try:
             run = start()
         except BaseException:
             cache.delete(key)   # a refused start is no start: the same call may try again
             raise
-        cache.set(key, run.pk, timeout=window)
+        cache.set(key, (run.pk, asked), timeout=window)
         return run, False
-    return _earlier_run(cache, key), True
+    return _earlier_run(cache, key, asked, given), True
 
 
-def _earlier_run(cache: Any, key: str) -> Run:
+def _earlier_run(cache: Any, key: str, asked: str, given: str) -> Run:
     deadline = time.monotonic() + STARTING_MAX_S
-    while (run_id := cache.get(key)) == STARTING and time.monotonic() < deadline:
+    while (held := _held(cache, key))[0] == STARTING and time.monotonic() < deadline:
         time.sleep(0.05)
-    run = Run.objects.filter(pk=run_id).first() if isinstance(run_id, str) and run_id != STARTING else None
+    run_id, arguments = held
+    if arguments not in (None, asked):
+        raise ToolError(f"idempotency_key {given!r} was used for an earlier start with other "
+                        f"arguments; use a new key for a new run, or the same arguments to get "
+                        f"that run back.")
+    run = Run.objects.filter(pk=run_id).first() if run_id not in (None, STARTING) else None
     if run is None:
         raise ToolError("The same start is still being handled by an earlier call; read_run "
                         "or call start_run again in a few seconds.")
     return run
+
+
+def _held(cache: Any, key: str) -> tuple[str | None, str | None]:
+    """The run id (or STARTING) a key holds and the digest of the arguments it was given
+    with (None for a run id remembered alone, as before the digest was kept)."""
+    held = cache.get(key)
+    if isinstance(held, tuple | list) and len(held) == 2:
+        return str(held[0]), str(held[1])
+    return (held, None) if isinstance(held, str) else (None, None)

@@ -137,6 +137,8 @@ def test_the_same_start_twice_is_one_run(site: dict[str, Any]) -> None:
     assert (again["run_id"], again["replayed"], first["replayed"]) == (first["run_id"], True, False)
     keyed = [structured(_start(site, **arguments, idempotency_key="order-7"))["run_id"] for _ in range(2)]
     assert keyed[0] == keyed[1] != first["run_id"]
+    reused = _start(site, **{**arguments, "input": {"review": "Another review."}}, idempotency_key="order-7")
+    assert reused.is_error and "idempotency_key 'order-7' was used for an earlier start with other" in text(reused)
     assert Run.objects.filter(parent__isnull=True).count() == 2
 
 
