@@ -14,6 +14,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -239,6 +240,11 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
             return _save_and_maybe_run(request, form, adapter_form, delegation, report, run=True)
         if not report.runnable:
             messages.error(request, f"Not started. {report.blocked_because}")
+        elif not adapter_form.is_valid():
+            problems = "; ".join(f"{_form_label(adapter_form, name)}: {' '.join(errors)}"
+                                 for name, errors in adapter_form.errors.items())
+            messages.error(request, f"Not started: the model's settings are not usable ({problems}). "
+                                    f"Fix them beside Save and run, at the end of the form.")
     if valid and action == "check":
         # a fresh form from the packet: what was typed, with an empty criterion row again
         initial = {**initial_from_packet(packet_from_form(form.cleaned_data)),
@@ -246,6 +252,11 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
         form = ComposerForm(skill=form.skill, initial=initial, parent=form.parent)
     return _render(request, form, adapter_form=adapter_form, delegation=delegation, report=report,
                    status=200 if action == "check" else 422)
+
+
+def _form_label(form: forms.Form, name: str) -> str:
+    """How a person knows the field ``name`` of ``form`` (its label; "the form" for errors of no field)."""
+    return str(form.fields[name].label or name) if name in form.fields else "the form"
 
 
 def _save_and_maybe_run(request: HttpRequest, form: ComposerForm, adapter_form: AdapterForm,

@@ -481,6 +481,16 @@ def test_a_json_box_nested_too_deeply_is_refused_and_kept_as_typed(composer_clie
     assert not Delegation.objects.exists()
 
 
+def test_run_with_model_settings_that_do_not_read_says_so_at_the_top(composer_client):
+    start = composer_client.get(f"{NEW}?role=coder")
+    response = composer_client.post(NEW, form_data(start, action="run", goal="Fix the login bug",
+                                                   adapter="local", adapter_config='{"model": smollm2}'))
+    assert response.status_code == 422
+    text = page(response)
+    assert "Not started: the model&#x27;s settings are not usable" in text and "not valid JSON" in text
+    assert not Run.objects.exists()
+
+
 def test_the_adapter_select_preselects_the_default(composer_client, settings):
     settings.HANDOFF_DEFAULT_ADAPTER = "scripted"
     assert '<option value="scripted" selected>' in page(composer_client.get(f"{NEW}?role=coder"))
