@@ -173,12 +173,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     # no log line holds a secret's value (delegations/runs/redaction.py)
-    "filters": {"secrets": {"()": "delegations.runs.redaction.SecretsLogFilter"}},
+    "filters": {"secrets": {"()": "delegations.runs.redaction.SecretsLogFilter"},
+                "client_errors": {"()": "handoff_site.log_filters.ClientErrorsInOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env_choice(
         "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
-    "loggers": {"django_tasks_db": {"level": "WARNING"}, "uvicorn.error": {"level": "WARNING"}},
+    "loggers": {"django_tasks_db": {"level": "WARNING"}, "uvicorn.error": {"level": "WARNING"},
+                "django.request": {"filters": ["client_errors"]}},
 }
 
 # --- Handoff ----------------------------------------------------------------------------

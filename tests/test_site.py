@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -197,3 +198,21 @@ def test_the_server_as_make_run_starts_it_sends_the_security_headers_and_adds_sl
     # a page behind the login sends an anonymous visitor to it (request.user, set lazily)
     page = httpx.get(f"{live_url}/inbox/", timeout=10)
     assert page.status_code == 302 and page.headers["location"].startswith("/accounts/login/")
+
+
+def test_a_refused_page_is_logged_in_one_line_and_a_crash_with_its_traceback(client, django_user_model, caplog):
+    from django.contrib.auth.models import Group
+
+    from handoff_site.log_filters import ClientErrorsInOneLine
+
+    user = django_user_model.objects.create_user(username="carl")
+    user.groups.add(Group.objects.get_or_create(name="approvers")[0])
+    client.force_login(user)
+    with caplog.at_level("WARNING", logger="django.request"):
+        assert client.get("/inbox/rules/new/").status_code == 403   # approvers do not write rules
+    [refused] = [record for record in caplog.records if record.name == "django.request"]
+    assert refused.exc_info is None and "Forbidden" in refused.getMessage()
+    crash = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Internal Server Error", None,
+                              (ValueError, ValueError("boom"), None))
+    crash.status_code = 500
+    assert ClientErrorsInOneLine().filter(crash) and crash.exc_info is not None
