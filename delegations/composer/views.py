@@ -241,7 +241,7 @@ def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpR
         if not report.runnable:
             messages.error(request, f"Not started. {report.blocked_because}")
         elif not adapter_form.is_valid():
-            problems = "; ".join(f"{_form_label(adapter_form, name)}: {' '.join(errors)}"
+            problems = "; ".join(f"{_form_label(adapter_form, name)}: {' '.join(map(str, errors))}"
                                  for name, errors in adapter_form.errors.items())
             messages.error(request, f"Not started: the model's settings are not usable ({problems}). "
                                     f"Fix them beside Save and run, at the end of the form.")
