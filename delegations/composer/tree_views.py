@@ -174,7 +174,8 @@ def _page(request: HttpRequest, root: Delegation, *, status: int = 200, selected
         "tree_json": json.dumps(composed_packet(root, [node.delegation for node in tree.walk()][1:]),
                                 indent=2, ensure_ascii=False),
         "edit_id": None, "edit_form": None, "stale": None, "add_id": None, "add_form": None,
-        "remove_id": None, "htmx_swap": bool(request.htmx), **state,  # type: ignore[attr-defined]
+        "remove_id": None, "json_typed": None, "json_error": "",
+        "htmx_swap": bool(request.htmx), **state,  # type: ignore[attr-defined]
     }
     template = "delegations/composer/tree.html#tree" if request.htmx else "delegations/composer/tree.html"  # type: ignore[attr-defined]
     return render(request, template, context, status=status)
@@ -352,14 +353,19 @@ def tree_json(request: HttpRequest, delegation_id: int) -> HttpResponse:
     not name stay)."""
     root = _get_root_for_user(request, delegation_id)
     form = TreeJsonForm(request.POST)
+    typed = request.POST.get("packet_json", "")
+
+    def refused(message: str, status: int = 422) -> HttpResponse:
+        """Said beside the JSON, which keeps what was typed (it was reset to the stored tree)."""
+        return _page(request, root, status=status, json_typed=typed, json_error=message)
+
     if not form.is_valid():
-        return _refused(request, root, DelegationError("Paste the tree's JSON to apply it.", status=422))
+        return refused("Paste the tree's JSON to apply it.")
     try:
         packet = parse_packet(form.cleaned_data["packet_json"]).to_dict()
     except ProtocolError as error:
         wrong = "; ".join(f"{issue.field or 'packet'}: {issue.message}" for issue in error.issues) or error.message
-        return _refused(request, root, DelegationError(
-            f"Nothing changed: Handoff could not read that as a packet ({wrong}).", status=422))
+        return refused(f"Nothing changed: Handoff could not read that as a packet ({wrong}).")
     packet, planned = split_planned(packet)
     try:
         with transaction.atomic():
@@ -368,7 +374,7 @@ def tree_json(request: HttpRequest, delegation_id: int) -> HttpResponse:
                                   base_version=form.cleaned_data["base_version"])
             changed = plant_children(parent=root, planned=planned, user=request.user)
     except DelegationError as error:
-        return _refused(request, root, DelegationError(f"Nothing changed: {error.message}", status=error.status))
+        return refused(f"Nothing changed: {error.message}", error.status)
     return _done(request, root, f"Applied the JSON to {root.name}: {changed} node{'s' if changed != 1 else ''} "
                                 "under it added or changed. Each keeps its earlier versions.")
 

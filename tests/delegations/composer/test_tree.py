@@ -505,7 +505,11 @@ def test_json_that_does_not_read_changes_nothing_and_says_why(composer_client: A
     response = composer_client.post(tree_url(root, "json/"), {"packet_json": '{"goal": 42}',
                                                               "base_version": root.version}, **HTMX)
     assert response.status_code == 422
-    assert "Nothing changed: Handoff could not read that as a packet" in response.content.decode()
+    text = response.content.decode()
+    assert "Nothing changed: Handoff could not read that as a packet" in text
+    # said beside the JSON, which stays open with what was typed
+    assert '<details class="panel tree-json" id="tree-json" open>' in text and "data-json-error" in text
+    assert '>{&quot;goal&quot;: 42}</textarea>' in text
     root.refresh_from_db()
     assert root.version == 1
 
