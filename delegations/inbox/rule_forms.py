@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,9 @@ _LIST_FIELDS = ("tools", "owners", "groups")
 
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.replace("\n", ",").split(",") if name.strip()]
+
+
+_ARGUMENT = re.compile(r"^arguments\[(\d+)\]")
 
 
 class RuleForm(forms.Form):
@@ -64,6 +68,24 @@ class RuleForm(forms.Form):
             data.update(self.data)
         data["base_version"] = str(version)
         self.data = data
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+    def add_refusal(self, where: str, message: str) -> None:
+        """A problem rule_save found at ``where`` (a path in the rule's data), on the field
+        the person typed it into ("match.arguments[0].value" of a host is the host field)."""
+        name = where.removeprefix("match.")
+        found = _ARGUMENT.match(name)
+        if found is not None:
+            arguments = self.rule_data()["match"].get("arguments") or []
+            index = int(found.group(1))
+            op = arguments[index]["op"] if index < len(arguments) else ""
+            name = {"host": "host", "under": "folder", "range": "amount_max"}.get(op, "")
+        name = {"skill.name": "skill", "skill.versions": "skill_versions", "depth": "max_depth",
+                "depth.max": "max_depth"}.get(name, name)
+        self.add_error(name if name in self.fields else None, message)
 
     def rule_data(self) -> dict[str, Any]:
         """The rule as ``rule_save`` takes it (the form is valid)."""

@@ -74,7 +74,7 @@ def _builder(request: HttpRequest, rule: ApprovalRule | None, initial: dict[str,
             except RuleRefusal as error:
                 refusal = error
                 for where, messages in error.details.get("errors", {}).items():
-                    form.add_error(None, f"{where}: {' '.join(messages)}")
+                    form.add_refusal(where, " ".join(messages))
                 if "current_version" in error.details:   # saved since: the next save goes on top
                     form.rebase(error.details["current_version"])
         simulation = _simulate(data)

@@ -416,7 +416,17 @@ def test_the_builder_saves_a_rule_that_decides_the_next_item_with_the_rule_on_ev
     form = {"name": "stale deletes", "reason": "cache files", "effect": "approve", "kinds": ["capability"],
             "capabilities": ["file_delete"], "tools": "delete_file", "folder": ".", "enabled": "on", "save": "1"}
     refused = client.post("/inbox/rules/new/", {**form, "host": "https://bad host/"})
-    assert refused.status_code == 200 and "not a host pattern" in refused.content.decode()
+    page = refused.content.decode()
+    assert refused.status_code == 200 and page.count("not a host pattern") == 1   # said once, at its field
+    assert re.search(r'<input type="text" name="host"[^>]*>.*?<ul class="errorlist[^"]*"[^>]*><li>[^<]*not a host pattern',
+                     page, re.S)
+    assert "fix what is marked below" in page and "I confirm: this rule approves" not in page
+    everything = {**form, "tools": "", "folder": "", "kinds": ["capability_request"], "capabilities": ["file_delete"],
+                  "name": "all deletes"}
+    asked = client.post("/inbox/rules/new/", everything).content.decode()
+    assert "I confirm: this rule approves" in asked and "confirm &#x27;everything&#x27;" in asked
+    assert client.post("/inbox/rules/new/", {**everything, "matches_everything": "on"}).status_code == 302
+    ApprovalRule.objects.filter(name="all deletes").delete()
     saved = client.post("/inbox/rules/new/", form)
     assert saved.status_code == 302 and saved["Location"] == "/inbox/rules/"
     rule = ApprovalRule.objects.get()
