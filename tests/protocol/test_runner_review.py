@@ -65,7 +65,7 @@ async def test_an_unsure_label_parks_as_a_review_item_showing_what_a_person_need
     assert outcome.state is RunState.AWAITING_APPROVAL
     [request] = gate.asked
     assert request.kind is ApprovalKind.REVIEW
-    assert request.title.startswith("Review sentiment of")
+    assert request.title.startswith("Review sentiment of researcher:")
     assert 'the model proposes sentiment = "mixed" (55 %)' in request.title
     [field] = request.payload["fields"]
     assert field["proposed"] == "mixed" and field["probability"] == 0.55
@@ -184,3 +184,12 @@ async def test_a_verifier_is_held_to_being_sure_of_its_verdict(runner: Runner) -
     assert outcome.state is RunState.COMPLETE
     kinds = [item["kind"] for item in outcome.criteria_report["items"]]
     assert kinds == ["json_schema", "confident"]
+
+
+async def test_a_run_named_by_neither_label_nor_role_is_named_by_its_goal_in_its_item(
+        sink: MemorySink, settings: Any) -> None:
+    runner, gate, _ = parked_runner(sink, settings)
+    unnamed = {key: value for key, value in packet().items() if key not in ("subagent_type", "label")}
+    await runner.start(unnamed, adapter=answering(MIXED, UNSURE))
+    [request] = gate.asked
+    assert request.title.startswith("Review sentiment of “Classify the review.”:"), request.title   # not "of root"

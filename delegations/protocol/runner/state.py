@@ -254,9 +254,14 @@ class ActiveRun:
     @property
     def asker(self) -> str:
         """How an inbox item names this run: its label, and the skill it runs
-        ("reader (price-research@1.3.0)")."""
-        skill = self.scope.packet.skill if self.scope.packet is not None else None
+        ("reader (price-research@1.3.0)"); a run its packet names neither by label nor by
+        role goes by the start of its goal, as the run pages name it (not "root")."""
+        packet = self.scope.packet
+        skill = packet.skill if packet is not None else None
         name = self.label or self.run_id
+        if packet is not None and not packet.label and packet.subagent_type is None and packet.goal:
+            goal = " ".join(packet.goal.split())
+            name = f"“{goal if len(goal) <= 40 else goal[:39] + '…'}”"
         return f"{name} ({skill})" if skill and skill != name else name
 
     def chain(self) -> Iterator[ActiveRun]:
