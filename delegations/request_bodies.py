@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from ninja import Schema
 from pydantic import ConfigDict
 
@@ -12,3 +13,10 @@ class RequestBody(Schema):
     API took what its published schema says it refuses."""
 
     model_config = ConfigDict(strict=True, extra="forbid")   # a misspelt field is refused, not ignored
+
+
+def too_large() -> str:
+    """What the REST API, MCP and A2A answer (413) to a body past DATA_UPLOAD_MAX_MEMORY_SIZE."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return (f"The request body is larger than this server accepts "
+            f"({limit:,} bytes, DATA_UPLOAD_MAX_MEMORY_SIZE).")

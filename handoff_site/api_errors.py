@@ -22,6 +22,7 @@ from ninja.types import DictStrAny
 from delegations.protocol import text_limits
 from delegations.protocol.errors import Issue
 from delegations.protocol.text_limits import TextLimitError
+from delegations.request_bodies import too_large
 
 JSON_TYPES = ("application/json",)
 
@@ -93,7 +94,7 @@ def body_error_of(exc: HttpError) -> BodyError | None:
 def unreadable_body(exc: MultiPartParserError | SuspiciousOperation) -> tuple[int, str]:
     """Status and message for a form or multipart body Django refused to parse."""
     if isinstance(exc, RequestDataTooBig):
-        return 413, f"The request body is too large: {exc}."
+        return 413, too_large()
     if isinstance(exc, MultiPartParserError):
         return 400, (f"The multipart/form-data body cannot be read ({exc}); send a multipart body "
                      "with a boundary in its Content-Type, or JSON as application/json.")

@@ -272,3 +272,14 @@ def test_retrying_a_complete_run_returns_it_first_and_a_running_one_is_409(
     waiting = run_create(packet=scripts.packet(), adapter="scripted", config=scripts.leaf(),
                          owner=composer, start=False)
     assert client.post(f"/api/runs/{waiting.pk}/retry", headers=composer_api).status_code == 409
+
+
+def test_a_body_past_the_upload_limit_is_a_413_naming_the_limit(client: Client, composer_api: dict[str, str],
+                                                                 settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    response = client.post("/api/runs", {**scripted(), "note": "a" * 20_000}, content_type="application/json",
+                           headers=composer_api)
+    assert response.status_code == 413
+    assert response.json()["detail"] == ("The request body is larger than this server accepts "
+                                         "(10,000 bytes, DATA_UPLOAD_MAX_MEMORY_SIZE).")
+    assert not Run.objects.exists()

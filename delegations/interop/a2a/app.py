@@ -33,6 +33,7 @@ from starlette.requests import Request
 
 from delegations.accounts.auth import WRONG_TOKEN, BearerTokenAuth
 from delegations.accounts.rate_limits import RateLimited
+from delegations.request_bodies import too_large
 
 from .card import JSONRPC_PATH, REST_PATH, agent_card, card_frame
 from .handler import HandoffRequestHandler
@@ -214,9 +215,7 @@ class A2AGate:
         if scope["method"] in ("POST", "PUT", "PATCH"):
             body, receive = await _buffered(receive)
             if body is None:
-                limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-                await _answer(send, 413, f"The request body is larger than this server accepts "
-                                         f"({limit:,} bytes, DATA_UPLOAD_MAX_MEMORY_SIZE).")
+                await _answer(send, 413, too_large())
                 return
             refusal = _refused_request(body)
             if refusal is not None and scope["path"] == JSONRPC_PATH:

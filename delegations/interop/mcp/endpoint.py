@@ -32,6 +32,7 @@ from delegations.accounts.roles import visible_runs
 from delegations.interop.mcp import run_tools, skill_run_tools, skill_tools
 from delegations.interop.mcp.server import server
 from delegations.interop.mcp.waiting import progress_token, wait_seconds, wait_then_answer
+from delegations.request_bodies import too_large
 from skills.models import Skill
 
 RESOURCE_METHODS = ("resources/list", "resources/templates/list", "resources/read")
@@ -151,8 +152,7 @@ def mcp_view(request: HttpRequest) -> HttpResponseBase:
     try:
         request.body  # noqa: B018 - read once, here, so a body past the limit is answered in the protocol
     except RequestDataTooBig:
-        return error_response(None, INVALID_REQUEST, "The request body is larger than this server "
-                              "accepts (DATA_UPLOAD_MAX_MEMORY_SIZE).", status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+        return error_response(None, INVALID_REQUEST, too_large(), status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
     except RawPostDataException:   # a form post, already read as one by the middleware
         return error_response(None, PARSE_ERROR, "MCP messages are JSON-RPC in an application/json "
                               "body, not a form.", status=HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
