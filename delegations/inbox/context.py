@@ -36,6 +36,7 @@ from delegations.protocol.capabilities import (
     CAPABILITY_TOOLS,
 )
 from delegations.protocol.criteria import percent
+from delegations.protocol.text_limits import goal_name
 from delegations.run_pages.display import (
     AXIS_LABELS,
     budget_amount,
@@ -181,7 +182,7 @@ def _name(run: Run) -> str:
     if run.label:
         return run.label
     if run.goal:
-        return run.goal if len(run.goal) <= 40 else run.goal[:39] + "…"
+        return goal_name(run.goal)
     return run.pk[:8]
 
 

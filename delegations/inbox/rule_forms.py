@@ -60,6 +60,10 @@ class RuleForm(forms.Form):
         required=False, label="I have looked at the items a person rejected that this rule would approve")
     base_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
     def rebase(self, version: int) -> None:
         """After a save refused because someone saved the rule since: the person has seen
         what changed, so saving this form again saves it on top of ``version``."""
@@ -68,10 +72,6 @@ class RuleForm(forms.Form):
             data.update(self.data)
         data["base_version"] = str(version)
         self.data = data
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)
 
     def add_refusal(self, where: str, message: str) -> None:
         """A problem rule_save found at ``where`` (a path in the rule's data), on the field

@@ -123,3 +123,10 @@ def printable(text: str) -> str:
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
     return text
+
+
+def goal_name(goal: str, most: int = 40) -> str:
+    """A run named by its goal, as pages and inbox items name a run without a label: the goal
+    on one line, cut to ``most`` characters with an ellipsis."""
+    line = " ".join(goal.split())
+    return line if len(line) <= most else line[:most - 1] + "…"

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 
+from delegations.protocol.text_limits import goal_name
 from delegations.run_pages import display
 
 register = template.Library()
@@ -77,5 +78,5 @@ def run_name(run: Any) -> str:
         return str(label)
     goal = str(getattr(run, "goal", "") or "")
     if goal:
-        return goal if len(goal) <= 40 else goal[:39] + "…"
+        return goal_name(goal)
     return short_id(getattr(run, "pk", ""))

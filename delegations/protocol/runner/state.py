@@ -22,6 +22,7 @@ from ..errors import ProtocolError
 from ..lifecycle import RunState
 from ..lint import Finding
 from ..packet import HandoffPacket
+from ..text_limits import goal_name
 from ..trace_context import TraceContext
 from .prompt import failure_text, tool_message_text
 
@@ -260,8 +261,7 @@ class ActiveRun:
         skill = packet.skill if packet is not None else None
         name = self.label or self.run_id
         if packet is not None and not packet.label and packet.subagent_type is None and packet.goal:
-            goal = " ".join(packet.goal.split())
-            name = f"“{goal if len(goal) <= 40 else goal[:39] + '…'}”"
+            name = f"“{goal_name(packet.goal)}”"
         return f"{name} ({skill})" if skill and skill != name else name
 
     def chain(self) -> Iterator[ActiveRun]:
