@@ -138,7 +138,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["owner", "state"]), models.Index(fields=["root", "state"])]
+        indexes = [models.Index(fields=["owner", "state"]), models.Index(fields=["root", "state"]),
+                   # the lane's count (queue.lane_counts) of the few root runs pending or at
+                   # work: without it SQLite went through every root run ever made, 9 ms a
+                   # new run with 20,000 finished ones, 2 ms with it
+                   models.Index(fields=["state", "parent"], name="run_state_parent")]
 
     def __str__(self) -> str:
         return f"{self.label or self.goal[:60] or self.pk} ({self.state})"

@@ -243,6 +243,29 @@ def setup_users(count: int) -> list[str]:
     return tokens
 
 
+def add_history(count: int) -> None:
+    """``count`` finished root runs with their events, as an installation in use has (a
+    fresh database hid a query that went through every run ever made)."""
+    if not count:
+        return
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from delegations.models import Run, RunEvent
+    from delegations.protocol.sessions import new_run_id
+
+    owner = get_user_model().objects.create_user(username=f"history-{os.getpid()}")
+    packet, done = one_turn_packet("history"), timezone.now()
+    result = {"status": "SUCCESS", "output_payload": {"answer": 42}}
+    for start in range(0, count, 1000):
+        runs = [Run(id=new_run_id(), owner=owner, packet=packet, goal=packet["goal"], label="history",
+                    state="COMPLETE", result=result, finished_at=done, last_seq=1)
+                for _ in range(min(1000, count - start))]
+        Run.objects.bulk_create(runs)
+        RunEvent.objects.bulk_create(RunEvent(run=run, seq=1, type="result", data=result) for run in runs)
+    print(f"history: {count} finished runs", flush=True)
+
+
 def django_on(env: dict[str, str]) -> None:
     for key in ("HANDOFF_DATA_DIR", "DATABASE_URL", "SECRET_KEY"):
         if key in env:
@@ -319,6 +342,7 @@ def embedded(args: argparse.Namespace) -> list[tuple[str, Level]]:
         django_on(server.env)
         levels = [int(count) for count in args.clients.split(",")]
         tokens = setup_users(max(levels))
+        add_history(args.history)
         adapter = {"name": "scripted", "config": ONE_TURN}
         for clients in levels:
             level = asyncio.run(drive(server.url, tokens, clients, args.seconds, args.client, adapter, server.pids))
@@ -420,6 +444,8 @@ def main() -> None:
     parser.add_argument("--client", choices=CLIENTS, default=CLIENTS[0],
                         help="how a client waits for its run: in its POST (?wait=30), with a GET ?wait=30, "
                              "or polling GET every 20 ms")
+    parser.add_argument("--history", type=int, default=0,
+                        help="embedded: finished runs in the database before the first level")
     parser.add_argument("--json", action="store_true", help="one JSON line per level")
     args = parser.parse_args()
     {"embedded": embedded, "scaleout": scaleout, "slow": slow}[args.mode](args)
