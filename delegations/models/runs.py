@@ -16,11 +16,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from delegations.protocol.a2a_subagents import parse_remote_ref
-from delegations.protocol.lifecycle import TERMINAL_STATES, RunState, check_transition
+from delegations.protocol.lifecycle import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    RunState,
+    check_transition,
+)
 from delegations.protocol.sessions import new_run_id
 from delegations.protocol.trace_context import TraceContext, run_context
 
 TERMINAL = [str(state) for state in TERMINAL_STATES]
+ACTIVE = sorted(str(state) for state in ACTIVE_STATES)
 # States in which a root run occupies one of its owner's lane slots (OpenClaw's queue lane):
 # a run parked for a person holds no worker and no slot.
 LANE_STATES = [str(RunState.ACCEPTED), str(RunState.WORKING)]
@@ -39,7 +45,9 @@ class RunQuerySet(models.QuerySet["Run"]):
         return self.filter(parent__isnull=True)
 
     def active(self) -> RunQuerySet:
-        return self.exclude(state__in=TERMINAL)
+        # named, not "not terminal": the (state, parent) index then finds the few runs at
+        # work (the dashboard and the sweeper read every run ever made through NOT IN)
+        return self.filter(state__in=ACTIVE)
 
     def finished(self) -> RunQuerySet:
         return self.filter(state__in=TERMINAL)

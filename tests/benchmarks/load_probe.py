@@ -258,9 +258,10 @@ def add_history(count: int) -> None:
     packet, done = one_turn_packet("history"), timezone.now()
     result = {"status": "SUCCESS", "output_payload": {"answer": 42}}
     for start in range(0, count, 1000):
-        runs = [Run(id=new_run_id(), owner=owner, packet=packet, goal=packet["goal"], label="history",
+        ids = [new_run_id() for _ in range(min(1000, count - start))]
+        runs = [Run(id=run_id, root_id=run_id, owner=owner, packet=packet, goal=packet["goal"], label="history",
                     state="COMPLETE", result=result, finished_at=done, last_seq=1)
-                for _ in range(min(1000, count - start))]
+                for run_id in ids]
         Run.objects.bulk_create(runs)
         RunEvent.objects.bulk_create(RunEvent(run=run, seq=1, type="result", data=result) for run in runs)
     print(f"history: {count} finished runs", flush=True)
