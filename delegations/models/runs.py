@@ -150,7 +150,10 @@ class Run(models.Model):
                    # the lane's count (queue.lane_counts) of the few root runs pending or at
                    # work: without it SQLite went through every root run ever made, 9 ms a
                    # new run with 20,000 finished ones, 2 ms with it
-                   models.Index(fields=["state", "parent"], name="run_state_parent")]
+                   models.Index(fields=["state", "parent"], name="run_state_parent"),
+                   # the archiver's look for finished trees not archived yet, every heartbeat
+                   # (10 ms with 20,000 finished runs without it)
+                   models.Index(fields=["archived_at", "finished_at"], name="run_to_archive")]
 
     def __str__(self) -> str:
         return f"{self.label or self.goal[:60] or self.pk} ({self.state})"

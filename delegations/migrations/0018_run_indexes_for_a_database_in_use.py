@@ -16,4 +16,8 @@ class Migration(migrations.Migration):
             model_name='run',
             index=models.Index(fields=['state', 'parent'], name='run_state_parent'),
         ),
+        migrations.AddIndex(
+            model_name='run',
+            index=models.Index(fields=['archived_at', 'finished_at'], name='run_to_archive'),
+        ),
     ]
