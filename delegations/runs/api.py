@@ -10,13 +10,14 @@ the API answers with its status (409 or 422) and message.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import FileResponse, Http404, HttpRequest
-from ninja import Query, Router, Schema, Status
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from ninja import Header, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
@@ -37,6 +38,7 @@ from delegations.runs.export import (
     run_export,
     run_import,
 )
+from delegations.runs.idempotency import KEY_MAX_CHARS, KeyReused, StillStarting, once
 from delegations.runs.workflows import run_cancel, run_create, run_retry, run_send_message
 
 router = Router(tags=["runs"])
@@ -234,8 +236,14 @@ def _wait_parameter() -> Any:
 
 
 @router.post("", response={201: RunDetailOut}, summary="Start a run")
-async def create_run(request: HttpRequest, body: RunCreateIn,
-                     wait: float = _wait_parameter()) -> Status[dict[str, Any]]:
+async def create_run(request: HttpRequest, response: HttpResponse, body: RunCreateIn,
+                     wait: float = _wait_parameter(),
+                     idempotency_key: str | None = Header(None, alias="Idempotency-Key", description=(
+                         f"Any text of yours, up to {KEY_MAX_CHARS} characters, kept a day: the same "
+                         "key with the same body answers with the run it started (header "
+                         "Idempotent-Replayed: true) instead of starting another, so a start whose "
+                         "answer was lost can be sent again. The same key with another body is a "
+                         "422."))) -> Status[dict[str, Any]]:
     """From a packet (any dialect) or a saved delegation. A packet naming a skill runs
     the registry's version of it, pinned as ``name@version`` in ``skill``. 422 when the
     packet is invalid (with every issue), names a skill or version the registry lacks,
@@ -245,13 +253,16 @@ async def create_run(request: HttpRequest, body: RunCreateIn,
     trace (a malformed one is ignored). With ``wait``, the answer is the run once it ended
     or waits for a person (or as it stands when the wait runs out): one request instead of
     a start and a ``GET ?wait=``."""
-    run, detail = await sync_to_async(_create_run)(request, body, bool(wait))
+    run, detail, replayed = await sync_to_async(_create_run)(request, body, bool(wait), idempotency_key)
     if wait and run.state not in ANSWERED_STATES:
         detail = await _answer(request, run.pk, wait)
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
     return Status(201, detail)
 
 
-def _create_run(request: HttpRequest, body: RunCreateIn, waits: bool) -> tuple[Run, dict[str, Any]]:
+def _create_run(request: HttpRequest, body: RunCreateIn, waits: bool,
+                key: str | None) -> tuple[Run, dict[str, Any], bool]:
     if not can_compose(request.user):
         raise PermissionDenied("Starting runs needs the composer role.")
     if (body.packet is None) == (body.delegation_id is None):
@@ -269,13 +280,34 @@ def _create_run(request: HttpRequest, body: RunCreateIn, waits: bool) -> tuple[R
         assert body.packet is not None
         packet = body.packet
     adapter = body.adapter
-    run = run_create(packet=packet, adapter=adapter.name if adapter else None,
-                     config=adapter.config if adapter else None, owner=request.user,
-                     delegation=delegation, traceparent=request.headers.get("traceparent", ""))
-    detail = run_detail(run, new=True)
+
+    def start() -> Run:
+        return run_create(packet=packet, adapter=adapter.name if adapter else None,
+                          config=adapter.config if adapter else None, owner=request.user,
+                          delegation=delegation, traceparent=request.headers.get("traceparent", ""))
+
+    run, replayed = (start(), False) if key is None else _once(request, body, key, start)
+    detail = run_detail(run, new=not replayed)
     if waits:
         release_connection()
-    return run, detail
+    return run, detail, replayed
+
+
+def _once(request: HttpRequest, body: RunCreateIn, key: str, start: Callable[[], Run]) -> tuple[Run, bool]:
+    """The run this key started (True), or the one ``start`` starts now (False)."""
+    if not key.strip() or len(key) > KEY_MAX_CHARS:
+        raise HttpError(422, f"The Idempotency-Key header must be 1 to {KEY_MAX_CHARS} characters "
+                             f"(it has {len(key.strip())}); send your own key for this start, or "
+                             f"leave the header out.")
+    try:
+        return once(request, "POST /api/runs", body.model_dump(mode="json"), key, start)
+    except KeyReused:
+        raise HttpError(422, f"The Idempotency-Key {key!r} started an earlier run with another "
+                             f"body. Send that body again to get that run back, or use a new key "
+                             f"for a new run.") from None
+    except StillStarting:
+        raise HttpError(409, f"A start with the Idempotency-Key {key!r} is still being handled; "
+                             f"send it again in a few seconds to get its run.") from None
 
 
 @router.get("", response=RunPageOut, summary="List runs")

@@ -283,3 +283,46 @@ def test_a_body_past_the_upload_limit_is_a_413_naming_the_limit(client: Client, 
     assert response.json()["detail"] == ("The request body is larger than this server accepts "
                                          "(10,000 bytes, DATA_UPLOAD_MAX_MEMORY_SIZE).")
     assert not Run.objects.exists()
+
+
+def test_an_idempotency_key_sent_again_answers_with_the_run_it_started(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None) -> None:
+    """A program whose start timed out sends it again: one run, not two."""
+    keyed = {**composer_api, "Idempotency-Key": "order-7"}
+    first = start(client, keyed, scripted())
+    again = start(client, keyed, scripted())
+    assert first.status_code == again.status_code == 201
+    assert again.json()["id"] == first.json()["id"] and Run.objects.count() == 1
+    assert again["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first
+    assert again.json()["state"] == "COMPLETE"
+    assert start(client, composer_api, scripted()).json()["id"] != first.json()["id"]  # no key: a new run
+
+
+def test_an_idempotency_key_with_another_body_is_422_and_starts_nothing(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None) -> None:
+    keyed = {**composer_api, "Idempotency-Key": "order-8"}
+    first = start(client, keyed, scripted())
+    other = start(client, keyed, scripted(packet=scripts.packet(goal="Another goal")))
+    assert other.status_code == 422 and Run.objects.count() == 1
+    assert "started an earlier run with another body" in other.json()["detail"]
+    assert first.json()["id"] in {run.pk for run in Run.objects.all()}
+
+
+@pytest.mark.parametrize("key", ["   ", "k" * 201])
+def test_an_empty_or_overlong_idempotency_key_is_422(client: Client, composer_api: dict[str, str], key: str) -> None:
+    response = start(client, {**composer_api, "Idempotency-Key": key}, scripted())
+    assert response.status_code == 422 and "must be 1 to 200 characters" in response.json()["detail"]
+    assert not Run.objects.exists()
+
+
+def test_a_refused_start_does_not_keep_its_idempotency_key(
+        client: Client, composer_api: dict[str, str], immediate_tasks: None) -> None:
+    keyed = {**composer_api, "Idempotency-Key": "order-9"}
+    assert start(client, keyed, scripted(packet={"goal": 5})).status_code == 422
+    assert start(client, keyed, scripted()).status_code == 201 and Run.objects.count() == 1
+
+
+def test_the_schema_documents_the_idempotency_key_header(client: Client) -> None:
+    operation = client.get("/api/openapi.json").json()["paths"]["/api/runs"]["post"]
+    header = next(p for p in operation["parameters"] if p["name"] == "Idempotency-Key")
+    assert header["in"] == "header" and "kept a day" in header["description"]

@@ -27,7 +27,6 @@ from django_mcpz.server import (
 
 from delegations.accounts.roles import visible_runs
 from delegations.inbox.decisions import approval_decide
-from delegations.interop.mcp.idempotency import once
 from delegations.interop.mcp.server import about, log_call, require_role, server
 from delegations.models import Approval, Delegation, Run
 from delegations.protocol.approvals import ApprovalKind
@@ -35,6 +34,7 @@ from delegations.protocol.budgets import exceeds, parse_budget
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.lifecycle import A2A_STATE, RunState
 from delegations.refusals import Refusal
+from delegations.runs.idempotency import KeyReused, StillStarting, once
 from delegations.runs.lint import lint_as_run
 from delegations.runs.workflows import run_cancel, run_create, run_send_message
 
@@ -245,8 +245,16 @@ def _start(request: HttpRequest, params: StartRunParams) -> Run:
 def start_run(request: HttpRequest, params: StartRunParams) -> dict[str, Any]:
     require_role(request, "composer", "start_run")
     arguments = msgspec.to_builtins(params)
-    run, replayed = once(request, "start_run", arguments, params.idempotency_key,
-                         lambda: _start(request, params))
+    try:
+        run, replayed = once(request, "start_run", arguments, params.idempotency_key,
+                             lambda: _start(request, params))
+    except KeyReused:
+        raise ToolError(f"idempotency_key {params.idempotency_key!r} was used for an earlier start "
+                        f"with other arguments; use a new key for a new run, or the same arguments "
+                        f"to get that run back.") from None
+    except StillStarting:
+        raise ToolError("The same start is still being handled by an earlier call; read_run or "
+                        "call start_run again in a few seconds.") from None
     log_call(request, "start_run", run=run.pk, replayed=replayed)
     return {**run_view(request, run), "replayed": replayed}
 

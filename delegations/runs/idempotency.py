@@ -1,10 +1,13 @@
-"""One logical start, one run: an MCP tool body may run more than once for one call (clients
-retry; an elicitation round re-runs the tool), so a start is remembered by its key.
+"""One logical start, one run: a client retries a start whose answer it never got (a
+timeout, a dropped connection), and an MCP tool body may run more than once for one call
+(an elicitation round re-runs the tool), so a start is remembered by its key.
 
-The key is the caller's ``idempotency_key`` (kept a day), or else derived from the caller,
-the tool and its arguments (kept a minute: the same call a minute later is a new run).
-Remembered in Django's cache (``HANDOFF_RATE_LIMIT_CACHE``, as the token limits are): with
-several server processes, point it at a shared cache or each process remembers its own.
+The key is the caller's own (MCP's ``idempotency_key``, the API's ``Idempotency-Key``
+header; kept a day), or for MCP without one, derived from the caller, the tool and its
+arguments (kept a minute: the same call a minute later is a new run). A key is the
+caller's, whatever it starts with. Remembered in Django's cache
+(``HANDOFF_RATE_LIMIT_CACHE``, as the token limits are): with several server processes,
+point it at a shared cache or each process remembers its own.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import caches
 from django.http import HttpRequest
-from django_mcpz.server import ToolError
 
 from delegations.models import Run
 
@@ -26,6 +28,16 @@ GIVEN_KEY_S = 24 * 3600
 DERIVED_KEY_S = 60
 STARTING = "starting"      # held while the first call creates the run
 STARTING_MAX_S = 15.0      # how long a repeated call waits for the first to finish
+KEY_MAX_CHARS = 200
+
+
+class KeyReused(Exception):
+    """The caller's key started an earlier run with other arguments (a key reused by
+    mistake, as Stripe's API answers it)."""
+
+
+class StillStarting(Exception):
+    """The first call with this key has not finished starting its run."""
 
 
 def _digest(text: str) -> str:
@@ -36,16 +48,15 @@ def _cache_key(request: HttpRequest, given: str, asked: str) -> str:
     """A given key is the caller's whatever the tool (start_run, run_skill.*); a derived one
     is the call itself."""
     material = f"key:{given}" if given else f"args:{asked}"
-    return f"handoff:mcp:once:{_digest(f'{request.user.pk}:{material}')}"
+    return f"handoff:once:{_digest(f'{request.user.pk}:{material}')}"
 
 
 def once(request: HttpRequest, tool: str, arguments: dict[str, Any], given_key: str,
          start: Callable[[], Run]) -> tuple[Run, bool]:
     """The run this call started, and whether an earlier call with the same key had started
-    it (then ``start`` is not called). A given key used before with other arguments is a
-    ToolError, as Stripe's API answers one: the caller reused a key by mistake."""
+    it (then ``start`` is not called). Raises KeyReused or StillStarting."""
     cache = caches[settings.HANDOFF_RATE_LIMIT_CACHE]
-    given = given_key.strip()[:200]
+    given = given_key.strip()[:KEY_MAX_CHARS]
     asked = _digest(tool + ":" + json.dumps({k: v for k, v in arguments.items() if k != "idempotency_key"},
                                              sort_keys=True, default=str))
     key = _cache_key(request, given, asked)
@@ -67,13 +78,10 @@ def _earlier_run(cache: Any, key: str, asked: str, given: str) -> Run:
         time.sleep(0.05)
     run_id, arguments = held
     if arguments not in (None, asked):
-        raise ToolError(f"idempotency_key {given!r} was used for an earlier start with other "
-                        f"arguments; use a new key for a new run, or the same arguments to get "
-                        f"that run back.")
+        raise KeyReused(given)
     run = Run.objects.filter(pk=run_id).first() if run_id not in (None, STARTING) else None
     if run is None:
-        raise ToolError("The same start is still being handled by an earlier call; read_run "
-                        "or call start_run again in a few seconds.")
+        raise StillStarting(given)
     return run
 
 
