@@ -12,7 +12,6 @@ django_asgi_app = get_asgi_application()
 from typing import Any  # noqa: E402
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
@@ -52,8 +51,8 @@ class HeaderLimits:
 
 application = HeaderLimits(ProtocolTypeRouter({
     "http": beside(django_asgi_app),   # the A2A routes, behind their gate, then Django
-    "websocket": AllowedHostsOriginValidator(websocket_auth(URLRouter([
+    "websocket": websocket_auth(URLRouter([
         *websocket_urlpatterns,
         re_path(r"^.*$", UnknownRouteConsumer.as_asgi()),
-    ]))),
+    ])),
 }))
