@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any
 
@@ -198,7 +199,41 @@ def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(NinjaValidationError)
 def invalid_input(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-    return api.create_response(request, {"detail": [_readable(error) for error in exc.errors]}, status=422)
+    return api.create_response(request, {"detail": _readable_errors(exc.errors)}, status=422)
+
+
+# where ninja says a value came from (the first part of an error's "loc")
+_SOURCES = {"body", "query", "path", "header", "cookie", "form", "file"}
+# pydantic's name for one branch of a union, as the last part of "loc" (packet: dict | str)
+_UNION_BRANCH = re.compile(r"^(str|int|float|bool|list|dict|none)$|[\[\](),' ]")
+
+
+def _readable_errors(errors: Any) -> list[dict[str, Any]]:
+    """Pydantic's errors, each with ``field`` (the dotted path in the request, as a person
+    writes it) and a message that says what to do where its own does not. A union's
+    branches are one error: "packet: Input should be a valid dictionary or a valid string",
+    not one error per type it could have been."""
+    readable: dict[str, dict[str, Any]] = {}
+    for error in errors:
+        error = _readable(error)
+        field = _field(error.get("loc") or ())
+        earlier = readable.get(field)
+        if earlier is None:
+            readable[field] = {**error, "field": field}
+        elif error["msg"] not in earlier["msg"]:
+            tail = error["msg"].removeprefix("Input should be ")
+            joiner = " or " if tail != error["msg"] and earlier["msg"].startswith("Input should be ") else "; "
+            earlier["msg"] = f"{earlier['msg']}{joiner}{tail}"
+    return list(readable.values())
+
+
+def _field(loc: Any) -> str:
+    parts = list(loc)
+    if len(parts) > 1 and parts[0] in _SOURCES:
+        parts = parts[2:] if parts[0] == "body" and len(parts) > 2 else parts[1:]   # the body's own name
+    while len(parts) > 1 and isinstance(parts[-1], str) and _UNION_BRANCH.search(parts[-1]):
+        parts.pop()
+    return ".".join(str(part) for part in parts)
 
 
 def _readable(error: dict[str, Any]) -> dict[str, Any]:

@@ -326,3 +326,15 @@ def test_the_schema_documents_the_idempotency_key_header(client: Client) -> None
     operation = client.get("/api/openapi.json").json()["paths"]["/api/runs"]["post"]
     header = next(p for p in operation["parameters"] if p["name"] == "Idempotency-Key")
     assert header["in"] == "header" and "kept a day" in header["description"]
+
+
+def test_a_field_of_the_wrong_type_is_named_as_a_person_writes_it_once(
+        client: Client, composer_api: dict[str, str]) -> None:
+    """Pydantic says a union's every branch failed, at locations such as
+    body.body.packet.dict[str,any]: the answer names the field once, with both kinds."""
+    response = start(client, composer_api, {"packet": 5, "adapter": {"name": 5}})
+    assert response.status_code == 422
+    assert [(error["field"], error["msg"]) for error in response.json()["detail"]] == [
+        ("packet", "Input should be a valid dictionary or a valid string"),
+        ("adapter.name", "Input should be a valid string")]
+    assert not Run.objects.exists()
