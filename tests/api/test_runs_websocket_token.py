@@ -45,22 +45,23 @@ def test_a_program_watches_its_run_with_its_api_token(live_url: str, composer_ap
     assert events[0]["seq"] == 1 and events[-1]["data"]["state"] == "COMPLETE"
 
 
+def close_code(url: str, headers: dict[str, str]) -> int | None:
+    """The code the server closes a socket with before it sends anything."""
+    with connect(url, open_timeout=5, additional_headers=headers) as socket, \
+            pytest.raises(ConnectionClosed) as closed:
+        socket.recv(timeout=5)
+    return closed.value.rcvd.code if closed.value.rcvd is not None else None
+
+
 def test_a_wrong_token_closes_the_socket_as_unauthenticated(live_url: str, composer_api: dict[str, str]) -> None:
     run_id = started_run(live_url, composer_api)
-    with connect(socket_url(live_url, run_id), open_timeout=5,
-                 additional_headers={"Authorization": "Bearer not-a-token"}) as socket:
-        with pytest.raises(ConnectionClosed) as closed:
-            socket.recv(timeout=5)
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    assert close_code(socket_url(live_url, run_id), {"Authorization": "Bearer not-a-token"}) == 4401
 
 
 def test_another_users_token_does_not_open_my_run(live_url: str, composer_api: dict[str, str],
                                                    other_composer_api: dict[str, str]) -> None:
     run_id = started_run(live_url, composer_api)
-    with connect(socket_url(live_url, run_id), open_timeout=5, additional_headers=other_composer_api) as socket:
-        with pytest.raises(ConnectionClosed) as closed:
-            socket.recv(timeout=5)
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4404
+    assert close_code(socket_url(live_url, run_id), other_composer_api) == 4404
 
 
 def test_without_a_token_a_socket_from_another_site_is_still_refused(
