@@ -27,6 +27,8 @@ from delegations.protocol.lifecycle import (
 
 from .runs import Run
 
+_UNDECIDED = sorted(str(status) for status in set(ApprovalStatus) - DECIDED_STATUSES)
+
 
 class ApprovalQuerySet(models.QuerySet["Approval"]):
     def pending(self) -> ApprovalQuerySet:
@@ -38,7 +40,10 @@ class ApprovalQuerySet(models.QuerySet["Approval"]):
 
     def decided(self) -> ApprovalQuerySet:
         """The items a person decided (not those that expired or were cancelled)."""
-        return self.filter(status__in=DECIDED_STATUSES)
+        # as the statuses it is not: SQLite then reads the newest decided items along the
+        # decided_at index, where "status IN (...)" took its status index and sorted every
+        # decided item (the inbox's "Recently decided", 72 ms with 20,000 of them)
+        return self.exclude(status__in=_UNDECIDED)
 
     def past_deadline(self, now: datetime | None = None) -> ApprovalQuerySet:
         """Pending items whose deadline has passed (the sweeper expires them)."""
@@ -113,6 +118,8 @@ class Approval(models.Model):
 
     class Meta:
         ordering = ["-requested_at"]
+        # the inbox's "Recently decided" and its history, newest first
+        indexes = [models.Index(fields=["decided_at"], name="approval_decided_at")]
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.title} ({self.status})"

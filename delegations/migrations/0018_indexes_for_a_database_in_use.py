@@ -20,4 +20,8 @@ class Migration(migrations.Migration):
             model_name='run',
             index=models.Index(fields=['archived_at', 'finished_at'], name='run_to_archive'),
         ),
+        migrations.AddIndex(
+            model_name='approval',
+            index=models.Index(fields=['decided_at'], name='approval_decided_at'),
+        ),
     ]
