@@ -21,6 +21,10 @@ class Migration(migrations.Migration):
             index=models.Index(fields=['archived_at', 'finished_at'], name='run_to_archive'),
         ),
         migrations.AddIndex(
+            model_name='run',
+            index=models.Index(fields=['parent', 'created_at'], name='run_roots_newest'),
+        ),
+        migrations.AddIndex(
             model_name='approval',
             index=models.Index(fields=['decided_at'], name='approval_decided_at'),
         ),

@@ -153,7 +153,10 @@ class Run(models.Model):
                    models.Index(fields=["state", "parent"], name="run_state_parent"),
                    # the archiver's look for finished trees not archived yet, every heartbeat
                    # (10 ms with 20,000 finished runs without it)
-                   models.Index(fields=["archived_at", "finished_at"], name="run_to_archive")]
+                   models.Index(fields=["archived_at", "finished_at"], name="run_to_archive"),
+                   # the runs list's default, top-level runs newest first, read a page at a
+                   # time (sorting every top-level run: 100 -> 34 ms with 20,000)
+                   models.Index(fields=["parent", "created_at"], name="run_roots_newest")]
 
     def __str__(self) -> str:
         return f"{self.label or self.goal[:60] or self.pk} ({self.state})"
