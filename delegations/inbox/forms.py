@@ -16,11 +16,6 @@ ORDERS = [("oldest", "Oldest first"), ("newest", "Newest first")]
 RISKS = [("", "Any risk"), ("high", "High"), ("medium", "Medium"), ("low", "Low")]
 KINDS = [("", "Any kind"), *((kind.value, kind.value.replace("_", " ")) for kind in ApprovalKind)]
 
-# how a decision reads in the confirmation message
-DECIDED = {"approve": "approved", "reject": "rejected", "answer": "answered", "edit": "approved with edits",
-           "retry": "sent back for a retry"}
-# how a decision on a review item reads
-REVIEW_DECIDED = {"approve": "confirmed", "reject": "failed", "edit": "corrected"}
 
 
 class InboxFilterForm(forms.Form):

@@ -28,15 +28,10 @@ from delegations.inbox.decisions import (
     approvals_decide_batch,
     validate_edited_arguments,
 )
-from delegations.inbox.forms import (
-    DECIDED,
-    REVIEW_DECIDED,
-    BatchDecisionForm,
-    DecisionForm,
-    InboxFilterForm,
-)
+from delegations.inbox.forms import BatchDecisionForm, DecisionForm, InboxFilterForm
 from delegations.models import Approval
 from delegations.models.approvals import ApprovalQuerySet
+from delegations.protocol.approvals import DECIDED, Decision, decided_as
 from delegations.refusals import Refusal
 
 PAGE_SIZE = 20
@@ -224,8 +219,7 @@ def _decide(request: HttpRequest, item: dict[str, Any], *, back_to: str, decide_
         return _decided(request, approval, back_to=back_to,
                         notice=f"#{approval.pk}: your approval is recorded; a second, different approver "
                                f"must approve it too before {resumes} resumes.")
-    said = REVIEW_DECIDED if approval.kind == "review" else DECIDED
-    done = said.get(decision, decision) + (" and always allowed for this run" if data["always_allow"] else "")
+    done = decided_as(approval.kind, decision) + (" and always allowed for this run" if data["always_allow"] else "")
     return _decided(request, approval, back_to=back_to, notice=f"#{approval.pk} {done}; {resumes} resumes.")
 
 
@@ -283,7 +277,7 @@ def inbox_batch(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"Nothing decided: {_error_text(error)}")
     else:
         numbers = ", ".join(f"#{approval.pk}" for approval in sorted(approvals, key=lambda a: a.pk))
-        messages.success(request, f"{numbers} {DECIDED[decision]} together; the run resumes.")
+        messages.success(request, f"{numbers} {DECIDED[Decision(decision)]} together; the run resumes.")
     return redirect(back_to)
 
 

@@ -19,6 +19,7 @@ from django.db.models import Max, Q
 from django.urls import reverse
 
 from delegations.models import Approval, Run, RunEvent, RunMessage
+from delegations.protocol.approvals import ApprovalKind, decided_as
 from delegations.protocol.budgets import CONSUMABLE_AXES, fraction_used
 from delegations.protocol.criteria import criteria_summary
 from delegations.run_pages.display import (
@@ -204,7 +205,9 @@ def _approval_item(item: TimelineItem, data: dict[str, Any], approval_ids: dict[
     decision = data.get("decision")
     if decision:
         who = f" by {data['decided_by']}" if data.get("decided_by") else ""
-        item.title = f"Approval decided: {decision}{who}"
+        kind = str(data.get("kind") or "")
+        item.title = (f"Review decided: {decided_as(kind, decision)}{who}" if kind == ApprovalKind.REVIEW
+                      else f"Approval decided: {decision}{who}")
         item.tone = "ok" if decision in ("approve", "answer", "edit") else "bad"
         item.body_text = str(data.get("comment") or "")
     else:

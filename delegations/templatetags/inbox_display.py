@@ -8,9 +8,8 @@ from typing import Any
 from django import template
 
 from delegations.inbox.context import arguments_diff, decision_items
-from delegations.inbox.forms import REVIEW_DECIDED
 from delegations.models import Approval
-from delegations.protocol.approvals import ApprovalKind
+from delegations.protocol.approvals import ApprovalKind, decided_as
 
 register = template.Library()
 
@@ -33,8 +32,8 @@ def edited_diff(approval: Approval) -> list[dict[str, str]]:
 def outcome(approval: Approval) -> str:
     """How a decided item's outcome reads: its status, in a review's own words (a confirmed,
     corrected or failed label, not an approved, edited or rejected call)."""
-    if approval.kind == ApprovalKind.REVIEW and approval.decision in REVIEW_DECIDED:
-        return REVIEW_DECIDED[approval.decision]
+    if approval.kind == ApprovalKind.REVIEW and approval.decision:
+        return decided_as(approval.kind, approval.decision)
     return str(approval.status)
 
 

@@ -109,6 +109,11 @@ def test_the_inbox_page_shows_the_input_the_proposal_and_its_alternatives_then_t
     assert "Corrected <span class=\"mono\">sentiment</span> to <strong class=\"mono\">negative</strong>" in history
     # the outcome in a review's own words, once: not "edited · edit by alice"
     assert re.search(r'<span class="badge [^"]*">corrected</span>\s*<span class="audit-who">by <strong>alice', history)
+    # and in the inbox's "Recently decided" and the run's timeline, not "edited" and "edit"
+    recent = approver_client.get("/inbox/").content.decode().split('id="inbox-history"')[1]
+    assert re.search(r'<span class="badge [^"]*">corrected</span>', recent) and ">edited<" not in recent
+    timeline = approver_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Review decided: corrected by alice" in timeline and "Approval decided: edit" not in timeline
 
 
 def test_the_api_confirms_and_the_run_completes_with_the_proposed_value(composer, approver_api, immediate_tasks,
