@@ -479,7 +479,7 @@ class ComposerForm(forms.Form):
         if self.parent is not None:
             field.help_text = (f"Only what {self.parent.name} has{' among ' + declared if declared else ''}: "
                                "a child never gets more than its parent.")
-        elif declared:
+        elif declared and names:   # with none, the list says so itself
             field.help_text = declared[0].upper() + declared[1:] + "."
 
     def clean_capabilities(self) -> list[str]:

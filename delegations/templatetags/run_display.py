@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.html import conditional_escape, escape
+from django.utils.safestring import mark_safe
 
 from delegations.protocol.text_limits import goal_name
 from delegations.run_pages import display
@@ -80,3 +82,15 @@ def run_name(run: Any) -> str:
     if goal:
         return goal_name(goal)
     return short_id(getattr(run, "pk", ""))
+
+
+@register.filter
+def code_spans(text: Any) -> str:
+    """``text`` with each `backticked` name drawn as code, as criteria name fields and
+    inputs ("`evidence` is quoted from `review`"); everything else escaped."""
+    parts = str(text).split("`")
+    if len(parts) < 3:
+        return conditional_escape(text)
+    closed = len(parts) - (len(parts) % 2 == 0)   # an odd backtick out stays a backtick
+    drawn = [f"<code>{escape(part)}</code>" if index % 2 else escape(part) for index, part in enumerate(parts[:closed])]
+    return mark_safe("".join(drawn) + "".join("`" + escape(part) for part in parts[closed:]))  # escaped above

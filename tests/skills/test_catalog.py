@@ -219,11 +219,11 @@ def test_success_criteria_read_as_sentences_and_say_who_reviews(outsider_client)
     page = text(outsider_client.get("/skills/sentiment/"))
     criteria = re.search(r'<ul class="small" data-testid="skill-criteria">(.*?)</ul>', page, re.S)
     assert criteria is not None
-    assert re.findall(r"<li>(.*?)</li>", criteria.group(1)) == [
-        "`evidence` is quoted from `review`",
-        "`sentiment` is chosen with a probability of at least 0.7; otherwise a person confirms "
+    assert re.findall(r"<li>(.*?)</li>", criteria.group(1)) == [   # the names drawn as code
+        "<code>evidence</code> is quoted from <code>review</code>",
+        "<code>sentiment</code> is chosen with a probability of at least 0.7; otherwise a person confirms "
         "or corrects the answer",
-        "`evidence` is quoted from `review`"]
+        "<code>evidence</code> is quoted from <code>review</code>"]
     assert "{&#x27;kind&#x27;" not in page
 
 
@@ -352,4 +352,15 @@ def test_a_skill_page_lists_the_criteria_every_run_of_it_is_checked_against(comp
     call_command("load_builtin_skills", verbosity=0)
     page = text(composer_client.get("/skills/review-sentiment/"))
     assert "Every run of it is also checked against these, so a copied example or a guess fails:" in page
-    assert "<li>`evidence` is quoted from `review`</li>" in page
+    assert "<li><code>evidence</code> is quoted from <code>review</code></li>" in page
+
+
+@pytest.mark.parametrize(("written", "drawn"), [
+    ("`evidence` is quoted from `review`", "<code>evidence</code> is quoted from <code>review</code>"),
+    ("<b>`x`</b>", "&lt;b&gt;<code>x</code>&lt;/b&gt;"),
+    ("a `b` and a lone ` tick", "a <code>b</code> and a lone ` tick"),
+    ("no names <i>", "no names &lt;i&gt;")])
+def test_backticked_names_are_drawn_as_code_and_everything_else_escaped(written: str, drawn: str) -> None:
+    from delegations.templatetags.run_display import code_spans
+
+    assert code_spans(written) == drawn

@@ -527,7 +527,7 @@ def test_the_composer_names_the_skill_it_starts_from_and_links_to_that_version(c
             'price-research@1.3.0</a>.') in html
     # its own checks are shown; what it does not need is folded, closed, and empty
     assert "Checked on every run of price-research@1.3.0" in html
-    assert "<li>`price` appears in `quote_text`</li>" in html
+    assert "<li><code>price</code> appears in <code>quote_text</code></li>" in html
     assert '<details class="panel section advanced" id="section-advanced">' in html
     # the coding checklist a role-started composer offers is not pre-filled on a price lookup
     assert not [item for item in CHECKLIST if html_escape(item) in html]
