@@ -125,7 +125,10 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
     run_id = new_run_id()
     run = Run(
         id=run_id, root_id=run_id, owner=owner, delegation=delegation, packet=parsed.to_dict(),
-        input_hash=parsed.packet_hash(), label=parsed.label or str(parsed.subagent_type or ""), goal=(parsed.goal or "")[:2000],
+        # unlabeled, a run is named by its delegation, else by its goal (run_name): by its
+        # role, every run of a skill was called "reviewer"
+        input_hash=parsed.packet_hash(), label=parsed.label or (delegation.name if delegation else ""),
+        goal=(parsed.goal or "")[:2000],
         subagent_type=str(parsed.subagent_type or ""), skill=parsed.skill or "",
         agent_id=parsed.agent_id or "", depth=parsed.depth,
         session_key=session_key(parsed.agent_id, run_id),
