@@ -75,9 +75,18 @@
 
   function setStatus(status, text) {
     if (replaying) return;   // the badge says "Replay" until the page is left
+    // connected to a run that has ended: nothing more is coming, so it does not say "Live"
+    var ended = status === "live" && runEnded();
     statusEl.dataset.status = status;
-    statusEl.textContent = text;
+    if (ended) statusEl.dataset.ended = "1"; else delete statusEl.dataset.ended;
+    statusEl.textContent = ended ? "Finished" : text;
     if (reloadLink) reloadLink.hidden = status === "live" || status === "connecting";
+  }
+
+  var ENDED_STATES = ["COMPLETE", "FAILED", "TIMEOUT", "REJECTED", "CANCELLED", "RETURNED"];
+  function runEnded() {
+    var badge = document.querySelector("#run-head h1 .badge.state");
+    return !!badge && ENDED_STATES.indexOf(badge.dataset.state) >= 0;
   }
 
   // -- the socket -------------------------------------------------------------------
@@ -224,7 +233,10 @@
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.text();
       })
-      .then(applyRefresh)
+      .then(function (html) {
+        applyRefresh(html);
+        if (statusEl.dataset.status === "live") setStatus("live", "Live");   // the run may have ended
+      })
       .catch(function () {
         if (streamsInFlight) wantStreams = true;
         // with the socket down, its reconnection ("synced") refreshes instead

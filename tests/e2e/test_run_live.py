@@ -127,7 +127,9 @@ def test_a_person_watches_a_run_stream_grow_wait_for_approval_and_finish(live_ur
     assert page.locator("#run-timeline [data-type=child] a:has-text('open kid')").count() == 1
     assert page.locator("#run-tree .tree-node .badge:has-text('complete')").count() == 2
     assert page.evaluate("window.__sameDocument") is True
-    assert page.locator("#live-status").inner_text() == "Live"
+    # still connected, and no longer "Live": the run has ended
+    assert page.locator("#live-status").inner_text() == "Finished"
+    assert page.locator("#live-status").get_attribute("data-status") == "live"
 
 
 def _edit_turn(text: str, path: str, delay_ms: int) -> dict[str, Any]:
