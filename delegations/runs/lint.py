@@ -102,26 +102,35 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
     problems: list[dict[str, str]] = []
     refusal: ProtocolError | None = None
     input_schema: dict[str, Any] | None = None
+    input_refused = False
     if parse_remote_ref(packet.skill):
         problems, refusal = _remote_skill_problems(packet)
     elif packet.skill:
         # the registry's own refusal: no such skill or version, its instruction file
         # missing, input that breaks its input_schema
+        skill: Skill | None
         try:
             skill = Skill.objects.for_run(packet.skill, packet.input_data)
         except ProtocolError as exc:
             problems, refusal = _issues(exc, "skill"), exc
-        else:
+            # input the skill refuses is said once, above; the rest is linted as the skill
+            # makes it (a blank form was told the criteria, schema and budget it brings were
+            # missing)
+            input_refused = bool(exc.issues) and all(issue.field.startswith("input_data") for issue in exc.issues)
+            skill = Skill.objects.resolve(packet.skill) if input_refused else None
+        if skill is not None:
             manifest = skill.to_manifest()
             packet = merge_skill(packet, manifest)
             approval = approval_required(approval, manifest)
-            input_schema = manifest.input_schema or None
+            input_schema = manifest.input_schema or None if refusal is None else None
     try:
         findings = lint_packet(packet, parent, max_depth=settings.max_depth,
                                approval_required=approval, input_schema=input_schema, **settings.lint_limits)
     except ProtocolError as exc:   # a parent that does not parse
         return LintReport(problems=problems + _issues(exc, "parent"), packet=packet.to_dict(),
                           parsed=packet, refusal=refusal or exc)
+    if input_refused:   # what the input lacks is said by the skill's refusal, once
+        findings = [finding for finding in findings if not finding.field.startswith("input_data")]
     depth, why = review_depth_reason(packet)
     return LintReport(findings=[finding.as_dict() for finding in findings], problems=problems,
                       review_depth=depth, review_depth_reason=why, packet=packet.to_dict(),

@@ -55,3 +55,22 @@ def test_a_packet_whose_skill_makes_its_contract_an_error_is_rejected_with_the_r
     assert run.error["code"] == error["code"] and run.error["message"] == error["message"]
     assert [finding["code"] for finding in run.error["findings"]] == codes
     assert run.packet["skill"] == "caching@1.0.0"
+
+
+@pytest.mark.parametrize("input_data", [{}, {"review": ""}])
+def test_a_skill_whose_input_is_refused_still_brings_its_criteria_and_schema_to_the_lint(
+        input_data: dict[str, Any]) -> None:
+    """A blank composer form for a skill was told its success criteria and output schema
+    were missing, beside "Checked on every run of review-sentiment": the skill was merged
+    only once its input passed."""
+    from django.core.management import call_command
+
+    from delegations.runs.lint import lint_as_run
+
+    call_command("load_builtin_skills", verbosity=0)
+    blank = lint_as_run({"skill": "review-sentiment@1.2.0", "goal": "Classify it.", "input_data": input_data})
+    filled = lint_as_run({"skill": "review-sentiment@1.2.0", "goal": "Classify it.",
+                          "input_data": {"review": "The lamp is bright."}})
+    assert not blank.runnable and "review" in blank.problems[0]["message"]   # the input, said once
+    assert [f["code"] for f in blank.findings] == [f["code"] for f in filled.findings]
+    assert "COMPLETION_CRITERIA_MISSING" not in {f["code"] for f in blank.findings}
