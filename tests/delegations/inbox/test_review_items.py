@@ -114,6 +114,7 @@ def test_the_inbox_page_shows_the_input_the_proposal_and_its_alternatives_then_t
     assert re.search(r'<span class="badge [^"]*">corrected</span>', recent) and ">edited<" not in recent
     timeline = approver_client.get(f"/runs/{run.pk}/").content.decode()
     assert "Review decided: corrected by alice" in timeline and "Approval decided: edit" not in timeline
+    assert ">edited<" not in timeline.split('id="run-approvals"')[1].split("</section>")[0]
 
 
 def test_the_api_confirms_and_the_run_completes_with_the_proposed_value(composer, approver_api, immediate_tasks,
