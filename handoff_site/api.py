@@ -20,7 +20,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from delegations.accounts import api as accounts_api
-from delegations.accounts.auth import WRONG_TOKEN, api_auth
+from delegations.accounts.auth import WRONG_TOKEN, api_auth, bearer_token
 from delegations.accounts.rate_limits import RateLimited
 from delegations.composer import api as composer_api
 from delegations.inbox import api as inbox_api
@@ -174,8 +174,7 @@ def refused(request: HttpRequest, exc: Refusal) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
+    if bearer_token(request.headers.get("Authorization", "")) is not None:
         response = api.create_response(request, {"detail": WRONG_TOKEN}, status=401)
         response["WWW-Authenticate"] = 'Bearer error="invalid_token"'
         return response

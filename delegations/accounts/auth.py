@@ -36,6 +36,13 @@ class BearerTokenAuth(HttpBearer):
         return user
 
 
+def bearer_token(authorization: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header's value, or None (another
+    scheme, or no token)."""
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
 def token_user(token: str, address: str) -> Any:
     """The user of API token ``token`` sent from ``address``, or None for a wrong one;
     raises RateLimited while that address is locked out for this token's prefix."""
@@ -89,20 +96,13 @@ class TokenOrSession:
             CookieMiddleware(ReadOnlySessionMiddleware(AuthMiddleware(inner))))
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        token = _bearer_token(scope)
+        authorization = dict(scope.get("headers", ())).get(b"authorization", b"")
+        token = bearer_token(authorization.decode("latin-1"))
         if token is None:
             return await self.with_session(scope, receive, send)
         address = str((scope.get("client") or ("unknown",))[0])
         user = await database_sync_to_async(_socket_user)(token, address)
         return await self.with_token({**scope, "user": user or AnonymousUser()}, receive, send)
-
-
-def _bearer_token(scope: dict[str, Any]) -> str | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else None
-    return None
 
 
 def _socket_user(token: str, address: str) -> Any:

@@ -36,12 +36,12 @@ from delegations.protocol.capabilities import (
     CAPABILITY_TOOLS,
 )
 from delegations.protocol.criteria import percent
-from delegations.protocol.text_limits import goal_name
 from delegations.run_pages.display import (
     AXIS_LABELS,
     budget_amount,
     pretty_json,
     run_budget,
+    run_name,
     run_usage,
 )
 from delegations.run_pages.snapshot import json_diff
@@ -178,16 +178,8 @@ def _compact(value: Any, limit: int = 200) -> str:
 
 # -- one item ------------------------------------------------------------------------------
 
-def _name(run: Run) -> str:
-    if run.label:
-        return run.label
-    if run.goal:
-        return goal_name(run.goal)
-    return run.pk[:8]
-
-
 def _node(run: Run, asker: Run, url_of: Any) -> dict[str, Any]:
-    return {"id": run.pk, "name": _name(run), "role": run.subagent_type, "skill": run.skill,
+    return {"id": run.pk, "name": run_name(run), "role": run.subagent_type, "skill": run.skill,
             "depth": run.depth, "state": run.state, "is_asker": run.pk == asker.pk,
             "url": url_of(run.pk)}
 
@@ -254,7 +246,7 @@ def _context(approval: Approval, known: dict[str, Run], activity: list[dict[str,
     chain = _lineage(run, known)
     root = chain[0]
     payload = approval.payload if isinstance(approval.payload, dict) else {}
-    who = f"subagent “{_name(run)}”" if run.depth else f"run “{_name(run)}”"
+    who = f"subagent “{run_name(run)}”" if run.depth else f"run “{run_name(run)}”"
     parent = known.get(run.parent_id) if run.parent_id else None
     context: dict[str, Any] = {
         "kind_label": KIND_LABELS.get(approval.kind, approval.kind.replace("_", " ")),
@@ -262,7 +254,7 @@ def _context(approval: Approval, known: dict[str, Run], activity: list[dict[str,
         "lineage": [_node(member, run, url_of) for member in chain],
         "goal": run.goal, "root_goal": root.goal if root.pk != run.pk else "",
         "budget": budget_rows(run),
-        "root_budget": budget_rows(root) if root.pk != run.pk else None, "root_name": _name(root),
+        "root_budget": budget_rows(root) if root.pk != run.pk else None, "root_name": run_name(root),
         "tool_calls": tool_calls, "recent": activity, "time_left": time_left(approval),
         "raw_json": pretty_json(approval.payload),
         "readable": isinstance(approval.payload, dict),

@@ -31,7 +31,7 @@ from delegations.inbox.decisions import (
 from delegations.inbox.forms import BatchDecisionForm, DecisionForm, InboxFilterForm
 from delegations.models import Approval
 from delegations.models.approvals import ApprovalQuerySet
-from delegations.protocol.approvals import DECIDED, Decision, decided_as
+from delegations.protocol.approvals import DECIDED, decided_as
 from delegations.refusals import Refusal
 
 PAGE_SIZE = 20
@@ -277,7 +277,7 @@ def inbox_batch(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"Nothing decided: {_error_text(error)}")
     else:
         numbers = ", ".join(f"#{approval.pk}" for approval in sorted(approvals, key=lambda a: a.pk))
-        messages.success(request, f"{numbers} {DECIDED[Decision(decision)]} together; the run resumes.")
+        messages.success(request, f"{numbers} {DECIDED[decision]} together; the run resumes.")
     return redirect(back_to)
 
 

@@ -38,15 +38,16 @@ class Decision(StrEnum):
 
 # how a decision reads once made; on a review item, in its own words (a value confirmed,
 # corrected or failed, not a call approved, edited or rejected)
-DECIDED = {Decision.APPROVE: "approved", Decision.REJECT: "rejected", Decision.ANSWER: "answered",
-           Decision.EDIT: "approved with edits", Decision.RETRY: "sent back for a retry"}
-REVIEW_DECIDED = {Decision.APPROVE: "confirmed", Decision.REJECT: "failed", Decision.EDIT: "corrected"}
+DECIDED: dict[str, str] = {Decision.APPROVE: "approved", Decision.REJECT: "rejected",
+                           Decision.ANSWER: "answered", Decision.EDIT: "approved with edits",
+                           Decision.RETRY: "sent back for a retry"}
+REVIEW_DECIDED: dict[str, str] = {Decision.APPROVE: "confirmed", Decision.REJECT: "failed",
+                                  Decision.EDIT: "corrected"}
 
 
 def decided_as(kind: str, decision: str) -> str:
     """How ``decision`` on an item of ``kind`` reads once made."""
-    words: dict[Decision, str] = REVIEW_DECIDED if kind == ApprovalKind.REVIEW else DECIDED
-    return words.get(Decision(decision), decision) if decision in set(Decision) else decision
+    return (REVIEW_DECIDED if kind == ApprovalKind.REVIEW else DECIDED).get(decision, decision)
 
 
 # the one table of what a person may decide on each kind of item

@@ -11,6 +11,7 @@ from typing import Any
 from delegations.models import Run
 from delegations.protocol.budgets import Budget, Usage
 from delegations.protocol.lifecycle import RunState
+from delegations.protocol.text_limits import goal_name
 
 JSON_CHAR_LIMIT = 8_000       # pretty JSON longer than this is cut (the API has it whole)
 
@@ -100,3 +101,10 @@ def budget_amount(axis: str, value: float | None) -> str:
     if axis == "max_cost_usd":
         return format_usd(value)
     return f"{int(value):,}"
+
+
+def run_name(run: Any) -> str:
+    """How a run is named in links: its label, else the start of its goal, else its id."""
+    label = str(getattr(run, "label", "") or "")
+    goal = str(getattr(run, "goal", "") or "")
+    return label or (goal_name(goal) if goal else str(getattr(run, "pk", "") or "")[:8])

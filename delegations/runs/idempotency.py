@@ -77,7 +77,7 @@ def _earlier_run(cache: Any, key: str, asked: str, given: str) -> Run:
     while (held := _held(cache, key))[0] == STARTING and time.monotonic() < deadline:
         time.sleep(0.05)
     run_id, arguments = held
-    if arguments not in (None, asked):
+    if arguments is not None and arguments != asked:
         raise KeyReused(given)
     run = Run.objects.filter(pk=run_id).first() if run_id not in (None, STARTING) else None
     if run is None:
@@ -87,8 +87,6 @@ def _earlier_run(cache: Any, key: str, asked: str, given: str) -> Run:
 
 def _held(cache: Any, key: str) -> tuple[str | None, str | None]:
     """The run id (or STARTING) a key holds and the digest of the arguments it was given
-    with (None for a run id remembered alone, as before the digest was kept)."""
+    with; (None, None) once it is gone."""
     held = cache.get(key)
-    if isinstance(held, tuple | list) and len(held) == 2:
-        return str(held[0]), str(held[1])
-    return (held, None) if isinstance(held, str) else (None, None)
+    return (str(held[0]), str(held[1])) if isinstance(held, tuple | list) else (None, None)

@@ -122,7 +122,7 @@ def lint_as_run(data: dict[str, Any] | str | HandoffPacket, *,
             manifest = skill.to_manifest()
             packet = merge_skill(packet, manifest)
             approval = approval_required(approval, manifest)
-            input_schema = manifest.input_schema or None if refusal is None else None
+            input_schema = None if input_refused else manifest.input_schema or None
     try:
         findings = lint_packet(packet, parent, max_depth=settings.max_depth,
                                approval_required=approval, input_schema=input_schema, **settings.lint_limits)

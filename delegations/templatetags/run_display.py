@@ -8,7 +8,6 @@ from django import template
 from django.utils.html import conditional_escape, escape
 from django.utils.safestring import mark_safe
 
-from delegations.protocol.text_limits import goal_name
 from delegations.run_pages import display
 
 register = template.Library()
@@ -74,14 +73,7 @@ def risk_tone(risk: Any) -> str:
 
 @register.filter
 def run_name(run: Any) -> str:
-    """How a run is named in links: its label, else the start of its goal, else its id."""
-    label = getattr(run, "label", "") or ""
-    if label:
-        return str(label)
-    goal = str(getattr(run, "goal", "") or "")
-    if goal:
-        return goal_name(goal)
-    return short_id(getattr(run, "pk", ""))
+    return display.run_name(run)
 
 
 @register.filter

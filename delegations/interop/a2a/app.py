@@ -26,12 +26,11 @@ from a2a.types.a2a_pb2 import AgentCard, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, VERSION_HEADER
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from starlette.applications import Starlette
 from starlette.requests import Request
 
-from delegations.accounts.auth import WRONG_TOKEN, BearerTokenAuth
+from delegations.accounts.auth import WRONG_TOKEN, bearer_token, token_user
 from delegations.accounts.rate_limits import RateLimited
 from delegations.request_bodies import too_large
 
@@ -179,13 +178,6 @@ async def _answer_rpc(send: Any, request_id: Any, code: int, message: str) -> No
     await send({"type": "http.response.body", "body": body})
 
 
-def _authenticate(token: str, address: str) -> Any:
-    """The REST API's own token check (same failed-token limit): the user, or None."""
-    request = HttpRequest()
-    request.META["REMOTE_ADDR"] = address
-    return BearerTokenAuth().authenticate(request, token)
-
-
 class A2AGate:
     """Django's host, HTTPS and token rules in front of the SDK's routes."""
 
@@ -228,15 +220,14 @@ class A2AGate:
         await self.inner(scope, receive, self._with_security_headers(send, secure))
 
     async def _user(self, scope: Scope, headers: dict[str, str], send: Any) -> Any:
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = bearer_token(headers.get("authorization", ""))
+        if token is None:
             await _answer(send, 401, "Send a Handoff API token: 'Authorization: Bearer <token>' "
                                      "(create one on your account page).", {"www-authenticate": "Bearer"})
             return None
         address = (scope.get("client") or ("unknown",))[0]
         try:
-            user = await sync_to_async(_authenticate)(token, address)
+            user = await sync_to_async(token_user)(token, address)
         except RateLimited as exc:
             await _answer(send, 429, exc.message, {"retry-after": str(exc.retry_after)})
             return None

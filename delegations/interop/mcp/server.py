@@ -25,7 +25,7 @@ from django_mcpz.server import (
     _validate_name_header,
 )
 
-from delegations.accounts.auth import WRONG_TOKEN, BearerTokenAuth
+from delegations.accounts.auth import WRONG_TOKEN, BearerTokenAuth, bearer_token
 from delegations.accounts.rate_limits import RateLimited
 from delegations.accounts.roles import can_approve, can_compose
 
@@ -43,9 +43,8 @@ INSTRUCTIONS = (
 def api_token_auth(request: HttpRequest) -> HttpResponse | None:
     """``Authorization: Bearer <token>`` with a Handoff API token, through the REST API's own
     check, so failures count against the same limit."""
-    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-    credential = credential.strip()
-    if scheme.lower() != "bearer" or not credential:
+    credential = bearer_token(request.headers.get("Authorization", ""))
+    if credential is None:
         return _unauthorized("Send a Handoff API token: 'Authorization: Bearer <token>' "
                              "(create one on your account page).")
     try:
