@@ -71,8 +71,6 @@ class JSONBodyParser(Parser):
                 raise BodyError(415, f"This operation reads application/json; the body was sent as "
                                      f"{content_type!r} and is not JSON.") from exc
             raise BodyError(400, f"The body is not valid JSON: {exc}.") from exc
-        except RecursionError as exc:
-            raise BodyError(400, "The body is JSON nested too deeply.") from exc
         if not isinstance(data, dict):  # every operation's body is an object (ninja took [] as {})
             raise BodyError(422, f"The body must be a JSON object ({{...}}), not {_json_kind(data)}.")
         return data

@@ -111,8 +111,8 @@ class JSONValueField(forms.JSONField):
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"This is not valid JSON: {exc.msg} at line {exc.lineno}, "
                                       f"column {exc.colno}.") from None
-            except RecursionError:
-                raise ValidationError("This JSON nests too deeply to read.") from None
+            except ValueError as exc:
+                raise ValidationError(f"This is not valid JSON: {exc}.") from None
             except text_limits.TextLimitError as exc:
                 raise ValidationError(f"This JSON is refused: {exc}.") from None
         result = super().to_python(value)

@@ -48,7 +48,7 @@ class EditedArgumentsField(forms.CharField):
             return None
         try:
             parsed = text_limits.loads(text, "arguments")
-        except (ValueError, RecursionError) as error:
+        except ValueError as error:
             raise forms.ValidationError(f"The arguments are not valid JSON: {error}.") from None
         except text_limits.TextLimitError as error:
             raise forms.ValidationError(f"The arguments are refused: {error}.") from None

@@ -131,9 +131,6 @@ class _JsonFramesConsumer(AsyncJsonWebsocketConsumer):
         except ValueError as exc:
             await self.send_error(f"Malformed frame: not JSON ({exc}).")
             return
-        except RecursionError:
-            await self.send_error("Malformed frame: JSON nested too deeply.")
-            return
         except text_limits.TextLimitError as exc:
             await self.send_error(f"Malformed frame: {exc}.")
             return

@@ -18,14 +18,13 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import json_text
+from . import json_text, text_limits
 from .errors import ErrorCode, ProtocolError
 
 APPROVAL_REQUIRED_CAPABILITIES: frozenset[str] = frozenset(
@@ -221,8 +220,8 @@ def _split(token: str) -> tuple[str, str]:
 
 def _claims_from(payload: str) -> TokenClaims:
     try:
-        data = json.loads(_b64decode(payload))
-    except (binascii.Error, ValueError, RecursionError) as exc:
+        data = text_limits.parse(_b64decode(payload))
+    except (binascii.Error, ValueError) as exc:
         raise _refuse("The capability token is malformed: its claims are not base64url JSON.") \
             from exc
     ok = (

@@ -105,10 +105,28 @@ class TextLimitError(Exception):
         self.issue = issue
 
 
+class NestedTooDeeply(ValueError):
+    """JSON nested past what Python's parser reads (``[[[[...`` 100,000 deep), which it
+    reports as a RecursionError: a ValueError here, so every reader's "not valid JSON"
+    answers it, in its own words, like any other text that does not read."""
+
+    def __init__(self) -> None:
+        super().__init__("it nests arrays or objects too deeply to read")
+
+
+def parse(text: str | bytes, **options: Any) -> Any:
+    """``json.loads(text, **options)``, whose every refusal is a ValueError: the one JSON
+    reader for text that comes from outside (requests, forms, frames, files, tokens)."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise NestedTooDeeply() from None
+
+
 def loads(text: str | bytes, field: str = "") -> Any:
-    """``json.loads``, then the limits: raises ValueError for text that is not JSON (or
-    RecursionError, nested past what the parser reads) and :class:`TextLimitError`."""
-    value = json.loads(text)
+    """:func:`parse`, then the limits: raises ValueError for text that is not JSON and
+    :class:`TextLimitError` for a value past them."""
+    value = parse(text)
     if (issue := value_issue(value, field)) is not None:
         raise TextLimitError(issue)
     return value

@@ -46,12 +46,6 @@ class RunFilterForm(forms.Form):
                           if value not in ("", None) and defaults.get(key) != value})
 
 
-def _limit_error(exc: Exception) -> str:
-    if isinstance(exc, RecursionError):
-        return "This JSON nests too deeply to read."
-    return f"This JSON is refused: {exc}."
-
-
 def _json_object(text: str, what: str) -> dict[str, Any]:
     """``text`` read as a JSON object within the text limits; a ValidationError saying
     what is wrong with ``what`` otherwise."""
@@ -59,8 +53,10 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
         value = text_limits.loads(text)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(_json_error(exc)) from None
-    except (text_limits.TextLimitError, RecursionError) as exc:
-        raise forms.ValidationError(_limit_error(exc)) from None
+    except ValueError as exc:
+        raise forms.ValidationError(f"This is not valid JSON: {exc}.") from None
+    except text_limits.TextLimitError as exc:
+        raise forms.ValidationError(f"This JSON is refused: {exc}.") from None
     if not isinstance(value, dict):
         raise forms.ValidationError(f"{what} must be a JSON object ({{...}}), not {type(value).__name__}.")
     return value

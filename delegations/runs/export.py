@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from delegations.models import ImportedRun, Run, RunEvent
 from delegations.protocol.events import EventType
 from delegations.protocol.lifecycle import RunState
-from delegations.protocol.text_limits import value_issue
+from delegations.protocol.text_limits import parse, value_issue
 from delegations.runs.redaction import redactor
 
 FORMAT = "handoff.run-export"
@@ -243,7 +243,7 @@ def _parse(source: bytes | str | dict[str, Any]) -> Any:
         return source
     try:
         text = source.decode("utf-8-sig") if isinstance(source, bytes) else source
-        document = json.loads(text, parse_constant=_refuse_constant)
+        document = parse(text, parse_constant=_refuse_constant)
     except UnicodeDecodeError as exc:
         raise ExportError([f"The file is not UTF-8 text (byte {exc.start}); a run export is "
                            "JSON."]) from None
@@ -252,8 +252,6 @@ def _parse(source: bytes | str | dict[str, Any]) -> Any:
                            f"column {exc.colno}."]) from None
     except ValueError as exc:
         raise ExportError([f"The file is not valid JSON: {exc}."]) from None
-    except RecursionError:
-        raise ExportError(["The file is JSON nested too deeply to read."]) from None
     if (issue := value_issue(document)) is not None:
         raise ExportError([f"{issue.field or 'The file'}: {issue.message}."])
     return document

@@ -404,13 +404,13 @@ def test_it_rejects_json_nested_past_what_the_parser_reads() -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_packet('{"goal": ' + "[" * 100_000 + "]" * 100_000 + "}")
     assert "nests arrays or objects too deeply" in caught.value.message
-    assert [issue.message for issue in caught.value.issues] == ["not valid JSON: nested too deeply"]
+    assert [issue.message for issue in caught.value.issues] == ["not valid JSON: it nests arrays or objects too deeply to read"]
 
 
 def test_it_rejects_tool_call_arguments_nested_past_what_the_parser_reads() -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_packet({"name": "delegate_task", "arguments": "[" * 100_000 + "]" * 100_000})
-    assert "arguments are not valid JSON: nested too deeply" in caught.value.message
+    assert "arguments are not valid JSON: it nests arrays or objects too deeply to read" in caught.value.message
 
 
 def test_it_rejects_json_that_is_not_an_object() -> None:

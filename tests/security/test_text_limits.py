@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 
 from delegations.models import Delegation, Run, RunEvent
+from delegations.protocol import text_limits
 from delegations.protocol.text_limits import MAX_NESTING
 from handoff_site.api import api
 from tests.delegations import scripts
@@ -199,3 +200,13 @@ async def test_the_live_socket_sends_stored_bad_text_replaced(world: World, stor
     for text in texts:
         text.encode("utf-8")   # what the server's socket does with each frame
     await communicator.disconnect()
+
+
+def test_json_nested_past_what_the_parser_reads_is_refused_as_text_that_does_not_read() -> None:
+    # every reader answers "not valid JSON" in its own words; Python's parser raises RecursionError
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ValueError, match="nests arrays or objects too deeply to read"):
+        text_limits.parse(deep)
+    with pytest.raises(ValueError, match="too deeply"):
+        text_limits.loads(deep, "body")
+    assert text_limits.parse("[[1]]") == [[1]]

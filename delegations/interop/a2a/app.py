@@ -32,6 +32,7 @@ from starlette.requests import Request
 
 from delegations.accounts.auth import WRONG_TOKEN, bearer_token, token_user
 from delegations.accounts.rate_limits import RateLimited
+from delegations.protocol import text_limits
 from delegations.request_bodies import too_large
 
 from .card import JSONRPC_PATH, REST_PATH, agent_card, card_frame
@@ -152,13 +153,13 @@ def _refused_request(body: bytes) -> tuple[Any, int, str] | None:
       protobuf extends to enum names), so the request would list every task instead of
       saying the filter is wrong."""
     try:
-        request = json.loads(body.decode("utf-8"))   # as the SDK reads it (json.loads alone takes UTF-16)
+        request = text_limits.parse(body.decode("utf-8"))   # as the SDK reads it (json alone takes UTF-16)
     except UnicodeDecodeError as exc:
         return None, PARSE_ERROR, f"The request body is not UTF-8 text (byte {exc.start}); send JSON as UTF-8."
+    except text_limits.NestedTooDeeply as exc:   # which the SDK's parser would raise as well
+        return None, PARSE_ERROR, f"The request is not valid JSON: {exc}."
     except ValueError:
         return None   # the SDK answers a body that is not JSON with its parse error
-    except RecursionError:
-        return None, PARSE_ERROR, "The request nests arrays or objects too deeply to read."
     if not isinstance(request, dict) or request.get("method") != "ListTasks":
         return None
     params = request.get("params")

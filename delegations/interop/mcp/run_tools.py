@@ -11,7 +11,6 @@ in the inbox decides it. A clarification question is asked through the client
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import msgspec
@@ -29,6 +28,7 @@ from delegations.accounts.roles import visible_runs
 from delegations.inbox.decisions import approval_decide
 from delegations.interop.mcp.server import about, log_call, require_role, server
 from delegations.models import Approval, Delegation, Run
+from delegations.protocol import text_limits
 from delegations.protocol.approvals import ApprovalKind
 from delegations.protocol.budgets import exceeds, parse_budget
 from delegations.protocol.errors import ProtocolError
@@ -195,8 +195,8 @@ def _traceparent(request: HttpRequest) -> str:
     """The caller's W3C trace context: MCP carries it in the request's ``_meta`` (the MCP
     SDKs' clients put it there), a plain HTTP client in the ``traceparent`` header."""
     try:
-        message = json.loads(request.body)
-    except (ValueError, RecursionError):
+        message = text_limits.parse(request.body)
+    except ValueError:
         message = None
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None

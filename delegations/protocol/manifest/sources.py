@@ -16,7 +16,7 @@ from typing import Any
 
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES
 from ..errors import Issue
-from ..text_limits import value_issue
+from ..text_limits import parse, value_issue
 from .entry_points import EntryPointKind, bundle_path_problem, parse_entry_point
 from .model import SkillBundle, SkillManifest, invalid_manifest, json_kind, validate_manifest
 
@@ -31,12 +31,12 @@ _SKIPPED_DIRS = frozenset({".git", "__pycache__", ".hg", ".svn"})
 
 def _parse_json(text: str, where: str) -> object:
     try:
-        data = json.loads(text)
+        data = parse(text)
     except json.JSONDecodeError as exc:
         raise invalid_manifest([Issue(where, f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                      f"{exc.msg}")]) from None
-    except RecursionError:
-        raise invalid_manifest([Issue(where, "invalid JSON: nested too deeply")]) from None
+    except ValueError as exc:
+        raise invalid_manifest([Issue(where, f"invalid JSON: {exc}")]) from None
     if (issue := value_issue(data)) is not None:
         raise invalid_manifest([Issue(issue.field or where, f"{issue.message} (in {where})")])
     return data

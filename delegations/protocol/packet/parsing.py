@@ -9,7 +9,6 @@ the field as the input spelled it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,7 +19,7 @@ from ..budgets import BUDGET_AXES
 from ..criteria import criterion_issues
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..schemas import join_path, normalize_schema_issues
-from ..text_limits import value_issue
+from ..text_limits import parse, value_issue
 from .models import ROLE_PARAMS_FIELDS, SUBAGENT_TYPES, HandoffPacket
 from .normalizer import TOOL_CALL_NAMES, Normalizer, short_repr, snake_case
 
@@ -109,18 +108,12 @@ def _load(data: dict[str, Any] | str | bytes | bytearray) -> dict[str, Any]:
                                 issues=[Issue("", "not UTF-8 text")]) from None
     if isinstance(data, str):
         try:
-            data = json.loads(data, parse_constant=_reject_constant)
+            data = parse(data, parse_constant=_reject_constant)
         except ValueError as exc:
             raise ProtocolError(
                 ErrorCode.INVALID_PACKET,
                 f"The packet is not valid JSON: {exc}. Send one JSON object.",
                 issues=[Issue("", f"not valid JSON: {exc}")]) from None
-        except RecursionError:
-            raise ProtocolError(
-                ErrorCode.INVALID_PACKET,
-                "The packet nests arrays or objects too deeply to read. Send one JSON object "
-                "whose values nest a few levels at most.",
-                issues=[Issue("", "not valid JSON: nested too deeply")]) from None
     if not isinstance(data, dict):
         raise ProtocolError(
             ErrorCode.INVALID_PACKET,
@@ -145,13 +138,12 @@ def _unwrap_tool_call(data: dict[str, Any]) -> dict[str, Any]:
     arguments = data.get("arguments", data.get("input", data.get("parameters")))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError) as exc:
-            why = exc if isinstance(exc, ValueError) else "nested too deeply"
+            arguments = parse(arguments)
+        except ValueError as exc:
             raise ProtocolError(
                 ErrorCode.INVALID_PACKET,
-                f"The {data['name']} call's arguments are not valid JSON: {why}.",
-                issues=[Issue("arguments", f"not valid JSON: {why}")]) from None
+                f"The {data['name']} call's arguments are not valid JSON: {exc}.",
+                issues=[Issue("arguments", f"not valid JSON: {exc}")]) from None
     return arguments if isinstance(arguments, dict) else data
 
 

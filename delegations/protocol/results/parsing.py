@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..errors import ErrorCode, ProtocolError
+from ..text_limits import parse
 from .dialects import parse_result_dict, unwrap_result
 from .models import ResponsePackage
 from .reader import invalid_result, kind_of, reject_constant
@@ -102,8 +103,8 @@ def _json_candidates(text: str) -> list[dict[str, Any]]:
     if "```" in text:
         for match in JSON_FENCE.finditer(text):
             try:
-                value = json.loads(match["body"], parse_constant=reject_constant)
-            except (ValueError, RecursionError):
+                value = parse(match["body"], parse_constant=reject_constant)
+            except ValueError:
                 continue
             if isinstance(value, dict):
                 found.append(value)

@@ -14,12 +14,12 @@ block is the summary.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from typing import Any
 
 from ..errors import FailedReason
+from ..text_limits import parse
 from .models import (
     BLOCK_STATUSES,
     YIELD_STATUSES,
@@ -172,8 +172,8 @@ def _inline_list(value: str, files: bool) -> list[str]:
         parsed = None
         if text[1:2] in ('"', "]") or text[1:3] in (' "',):
             try:
-                parsed = json.loads(text)
-            except (ValueError, RecursionError):
+                parsed = parse(text)
+            except ValueError:
                 parsed = None
         if isinstance(parsed, list):
             return [str(item) for item in parsed if str(item).strip()]
@@ -215,8 +215,8 @@ def _fenced_output(prose: str, reader: FieldReader) -> tuple[dict[str, Any], dic
         return {}, {}
     for match in JSON_FENCE.finditer(prose):
         try:
-            data = json.loads(match["body"], parse_constant=reject_constant)
-        except (ValueError, RecursionError):
+            data = parse(match["body"], parse_constant=reject_constant)
+        except ValueError:
             continue
         if not isinstance(data, dict):
             continue

@@ -388,7 +388,7 @@ def test_json_view_text_nested_too_deeply_keeps_the_form_and_says_why(composer_c
     nested = '{"goal": ' + "[" * 5000 + "]" * 5000 + "}"
     response = composer_client.post(FILL, form_data(start, packet_json=nested))
     assert response.status_code == 422
-    assert "nested too deeply" in page(response)
+    assert "nests arrays or objects too deeply to read" in page(response)
 
 
 # -- saving and running ----------------------------------------------------------------------
@@ -476,7 +476,7 @@ def test_a_json_box_nested_too_deeply_is_refused_and_kept_as_typed(composer_clie
     response = composer_client.post(NEW, form_data(start, action="save", goal="Fix the login bug", other=nested))
     assert response.status_code == 422
     text = page(response)
-    assert "This JSON nests too deeply to read." in text and escape(nested) in text
+    assert "This is not valid JSON: it nests arrays or objects too deeply to read." in text and escape(nested) in text
     assert "Not saved: 1 field below cannot be stored as it is. Fix it and save again" in text
     assert not Delegation.objects.exists()
 

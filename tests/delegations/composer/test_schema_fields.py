@@ -137,7 +137,7 @@ def test_an_object_without_properties_is_a_json_textarea():
 
 def test_json_nested_too_deeply_is_refused_and_redrawn_as_typed():
     nested = "[" * 5000 + "]" * 5000
-    assert errors(input__extra=nested) == {"input__extra": ["This JSON nests too deeply to read."]}
+    assert errors(input__extra=nested) == {"input__extra": ["This is not valid JSON: it nests arrays or objects too deeply to read."]}
     form_class = type("InputForm", (forms.Form,), dict(FIELDS.fields))
     assert form_class({"input__extra": nested})["input__extra"].value() == nested
 

@@ -275,7 +275,7 @@ def test_a_broken_export_is_refused_with_what_is_wrong_and_nothing_stored(
     (b"", "The file is not valid JSON"),
     (b'{"format": "handoff.run-export", "version": 1, "x": NaN}', "NaN is not a JSON number"),
     (b"\xff\xfe{}", "The file is not UTF-8 text"),
-    (b"[" * 100_000, "nested too deeply"),
+    (b"[" * 100_000, "nests arrays or objects too deeply to read"),
 ])
 def test_a_file_that_is_no_json_object_is_refused_with_a_reason(body: bytes, expected: str,
                                                                 composer_client: Client) -> None:
