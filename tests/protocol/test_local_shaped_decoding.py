@@ -101,3 +101,24 @@ async def test_on_the_real_model_an_empty_input_fails_the_run_naming_it(runner: 
     assert outcome.state is RunState.FAILED
     assert outcome.error["code"] == "ERR_INSUFFICIENT_CONTEXT"
     assert "The input has no review" in outcome.error["message"]
+
+
+@pytest.mark.local_model
+async def test_on_the_real_model_a_passage_with_quote_marks_is_answered_from_its_spans(runner: Runner) -> None:
+    # the answer's spans are an enum of the passage's pieces: a piece holding a quote mark
+    # made llama-cpp-python's converter write a grammar that does not parse (every such run
+    # failed with "did not make a valid grammar"), and non-ASCII was written as \u escapes
+    local_model_or_skip("gemma3-270m")
+    context = 'The sign at the entrance said "Open daily". The bridge opened on 4 May 1911 in Tórshavn.'
+    schema = {"type": "object", "required": ["answer", "evidence"],
+              "properties": {"answer": {"type": "string"}, "evidence": {"type": "string"}}}
+    packet = root_packet(goal="When did the bridge open?", input_data={"context": context},
+                         instruction_set="Answer from the context and quote the sentence that says so.",
+                         expected_output_schema=schema,
+                         success_criteria=["`evidence` is quoted from `context`", "`answer` appears in `context`"],
+                         max_depth=0, timeout_s=240)
+    outcome = await runner.start(packet, adapter=LocalAdapter({"model": "gemma3-270m", "seed": 1}))
+    assert outcome.state is RunState.COMPLETE, outcome.error
+    assert outcome.result is not None
+    assert outcome.result.output_payload["answer"] in context
+    assert outcome.result.output_payload["evidence"] in context

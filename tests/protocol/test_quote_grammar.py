@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,17 @@ def test_the_quote_is_spliced_into_a_json_schema_grammar_that_llama_cpp_reads() 
 def test_a_grammar_without_the_placeholder_is_refused() -> None:
     with pytest.raises(ValueError, match="no placeholder"):
         splice_quotes('root ::= "{}"', [(placeholder(0), TEXT, False)])
+
+
+@pytest.mark.parametrize("value", ['said "Open daily"', "C:\\temp", "Tórshavn", 'a \\" b', 4.5, True])
+def test_a_choice_is_written_in_the_grammar_as_the_answer_writes_it(value: Any) -> None:
+    # llama-cpp-python's literal escaped quote marks but not backslashes: JSON's \" inside a
+    # value closed the grammar's string, and the grammar did not parse
+    pytest.importorskip("llama_cpp.llama_grammar")
+    from delegations.protocol.adapters.model_host import grammar_for
+
+    gbnf = grammar_for({"enum": [value, "other"]}, [])
+    root = gbnf.split("root ::= ", 1)[1]
+    first, end = _literal(root, 0)
+    assert first == json.dumps(value, ensure_ascii=False)
+    assert root[end:].startswith(' | "\\"other\\""')

@@ -54,12 +54,12 @@ if __package__:
     from .label_choice import JsonPath, LabelChooser, LabelScore, choose
     from .label_scoring import LabelScorer
     from .lazy_grammar import LazyGrammar
-    from .quote_grammar import splice_quotes
+    from .quote_grammar import gbnf_literal, splice_quotes
 else:  # run by path as the host's program: this folder is on sys.path
     from label_choice import JsonPath, LabelChooser, LabelScore, choose  # type: ignore[import-not-found,no-redef]
     from label_scoring import LabelScorer  # type: ignore[import-not-found,no-redef]
     from lazy_grammar import LazyGrammar  # type: ignore[import-not-found,no-redef]
-    from quote_grammar import splice_quotes  # type: ignore[import-not-found,no-redef]
+    from quote_grammar import gbnf_literal, splice_quotes  # type: ignore[import-not-found,no-redef]
 
 CANCEL_POLL_S = 0.05
 
@@ -249,10 +249,26 @@ def generate(loaded: LoadedModel, job: dict[str, Any], cancel: threading.Event,
 
 
 def grammar_for(schema: dict[str, Any], quotes: list[Any]) -> str:
-    """The GBNF grammar of ``schema``, its quote placeholders replaced by their automata."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    """The GBNF grammar of ``schema``, its quote placeholders replaced by their automata.
 
-    gbnf = json_schema_to_gbnf(json.dumps(schema))
+    llama-cpp-python's converter (its ``json_schema_to_gbnf``, by its public steps) with
+    two literals written right: its literal escapes quote marks but not backslashes, so a
+    value holding a quote mark (a span of a passage that quotes a sign, as JSON
+    ``"said \\"Open\\""``) made a grammar that does not parse, and every such run failed; and
+    a value is written as the answer writes it (``ensure_ascii=False``, as the label
+    chooser steers it), not with ``\\u`` escapes the model would have to spell."""
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    class Converter(SchemaConverter):  # type: ignore[misc]
+        def _format_literal(self, literal: str) -> str:
+            return gbnf_literal(literal)
+
+        def _generate_constant_rule(self, value: Any) -> str:
+            return gbnf_literal(json.dumps(value, ensure_ascii=False))
+
+    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(schema, "stdin"), "")
+    gbnf = converter.format_grammar()
     return splice_quotes(gbnf, [(str(marker), str(text), bool(empty)) for marker, text, empty in quotes])
 
 
@@ -285,12 +301,10 @@ def _generate_locked(loaded: LoadedModel, job: dict[str, Any], cancel: threading
                                   float(job.get("calibration_weight", 1.0)))
         lazy = LazyGrammar(llama, grammar_for(schema, quotes), LabelChooser(chosen) if chosen else None)
         request["logits_processor"] = [lazy]
-    elif schema is not None and quotes:
+    elif schema is not None:
         from llama_cpp.llama_grammar import LlamaGrammar
 
         request["grammar"] = LlamaGrammar.from_string(grammar_for(schema, quotes), verbose=False)
-    elif schema is not None:
-        request["response_format"] = {"type": "json_object", "schema": schema}
 
     def stopped() -> bool:
         return cancel.is_set() or (lazy is not None and lazy.failure is not None)
