@@ -99,11 +99,14 @@
     if (composer() && composer().contains(event.target)) typedInJson = false;
   });
 
-  function fill() {
+  // the packet in the editor, or an uploaded file's: the page is not posted, so what the
+  // form holds (its name too) stays whatever the packet turns out to be
+  function fill(file) {
     if (filling) filling.abort();
     filling = new AbortController();
     const body = new FormData(composer());
     body.set("packet_json", editor.value);
+    if (file) body.set("packet_file", file);
     status.textContent = "Reading the packet…";
     fetch(jsonForm.dataset.fillUrl, {
       method: "POST", body: body, signal: filling.signal,
@@ -114,6 +117,7 @@
       if (answer.status === 422) {
         problems.innerHTML = answer.html;
         status.textContent = "The form keeps what it held until the JSON reads as a packet.";
+        if (file) problems.scrollIntoView({ block: "center" });
         return;
       }
       if (!answer.ok) { status.textContent = "Could not read the packet (" + answer.status + "); try again."; return; }
@@ -146,8 +150,14 @@
     });
     // with scripts the "Fill the form" button fills in place too
     jsonForm.addEventListener("submit", function (event) {
-      if (jsonForm.querySelector("[name=packet_file]").files.length) return;   // an upload posts the page
       event.preventDefault();
+      const upload = jsonForm.querySelector("[name=packet_file]");
+      if (upload.files.length) {
+        typedInJson = false;   // the file's packet shows in the editor once the form follows it
+        fill(upload.files[0]);
+        upload.value = "";
+        return;
+      }
       typedInJson = true;
       fill();
     });

@@ -174,6 +174,31 @@ def test_the_json_view_and_the_form_follow_each_other(live_url: str, page: Any, 
     page.wait_for_function("() => document.querySelector('#id_packet_json').value.includes('Review the cache for races')")
 
 
+def test_an_uploaded_packet_fills_the_form_in_place_and_one_that_does_not_read_keeps_it(
+        live_url: str, page: Any, composer: Any, tmp_path: Any) -> None:
+    # an upload posted the page: the JSON form's hidden name was the one the page loaded
+    # with, so a name typed since came back empty beside "The form keeps what it held"
+    login(page, live_url, composer.username)
+    page.goto(f"{live_url}/delegations/new/?role=researcher")
+    page.fill("#id_name", "Keep me")
+    page.fill("#id_goal", "A goal typed before the upload")
+    not_json = tmp_path / "picture.json"
+    not_json.write_bytes(b"\x89PNG\r\n\x1a\n not a packet")
+    page.set_input_files("#id_packet_file", str(not_json))
+    page.locator("#json-form button[type=submit]").click()
+    page.locator("#json-problems").filter(has_text="The file is not UTF-8 text").wait_for()
+    assert page.locator("#id_name").input_value() == "Keep me"
+    assert page.locator("#id_goal").input_value() == "A goal typed before the upload"
+
+    packet = tmp_path / "packet.json"
+    packet.write_text(json.dumps({**ROOT_PACKET, "goal": "The goal the file brings"}))
+    page.set_input_files("#id_packet_file", str(packet))
+    page.locator("#json-form button[type=submit]").click()
+    page.wait_for_function("() => document.querySelector('#id_goal').value === 'The goal the file brings'")
+    assert page.locator("#id_name").input_value() == "Keep me"
+    assert page.locator("#json-problems").inner_text().strip() == ""
+
+
 def test_a_node_is_dragged_into_place_and_ctrl_z_puts_it_back(live_url: str, page: Any,
                                                               composer: Any) -> None:
     from delegations.composer.services import delegation_create
