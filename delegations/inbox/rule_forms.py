@@ -64,6 +64,14 @@ class RuleForm(forms.Form):
         kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
 
+    def clean_skill_versions(self) -> str:
+        versions = str(self.cleaned_data.get("skill_versions") or "").strip()
+        if versions and not str(self.data.get("skill") or "").strip():
+            # without a skill the range matched nothing and was dropped: the rule then
+            # applied to every skill
+            raise forms.ValidationError("Name the skill these versions are of, or leave the range empty.")
+        return versions
+
     def rebase(self, version: int) -> None:
         """After a save refused because someone saved the rule since: the person has seen
         what changed, so saving this form again saves it on top of ``version``."""
@@ -73,13 +81,14 @@ class RuleForm(forms.Form):
         data["base_version"] = str(version)
         self.data = data
 
-    def add_refusal(self, where: str, message: str) -> None:
-        """A problem rule_save found at ``where`` (a path in the rule's data), on the field
-        the person typed it into ("match.arguments[0].value" of a host is the host field)."""
+    def add_refusal(self, where: str, message: str, match: dict[str, Any]) -> None:
+        """A problem the checks found at ``where`` (a path in the rule's data, whose match
+        is ``match``), on the field the person typed it into ("match.arguments[0].value"
+        of a host is the host field)."""
         name = where.removeprefix("match.")
         found = _ARGUMENT.match(name)
         if found is not None:
-            arguments = self.rule_data()["match"].get("arguments") or []
+            arguments = match.get("arguments") or []
             index = int(found.group(1))
             op = arguments[index]["op"] if index < len(arguments) else ""
             name = {"host": "host", "under": "folder", "range": "amount_max"}.get(op, "")

@@ -74,10 +74,10 @@ def _builder(request: HttpRequest, rule: ApprovalRule | None, initial: dict[str,
             except RuleRefusal as error:
                 refusal = error
                 for where, messages in error.details.get("errors", {}).items():
-                    form.add_refusal(where, " ".join(messages))
+                    form.add_refusal(where, " ".join(messages), data["match"])
                 if "current_version" in error.details:   # saved since: the next save goes on top
                     form.rebase(error.details["current_version"])
-        simulation = _simulate(data)
+        simulation = _simulate(data, form if "simulate" in request.POST else None)
     elif request.method == "GET" and initial.get("kinds"):
         probe = RuleForm(initial | {"effect": initial.get("effect", "approve"), "reason": "-", "name": "-"})
         simulation = _simulate(probe.rule_data()) if probe.is_valid() else None
@@ -85,11 +85,15 @@ def _builder(request: HttpRequest, rule: ApprovalRule | None, initial: dict[str,
                   {"form": form, "rule": rule, "simulation": simulation, "refusal": refusal})
 
 
-def _simulate(data: dict[str, Any]) -> dict[str, Any] | None:
+def _simulate(data: dict[str, Any], form: RuleForm | None = None) -> dict[str, Any] | None:
     """What the rule would have done to the last decisions; None for a match the checks
-    refuse (the form says why)."""
-    if rule_problems(match=data["match"], effect=data["effect"], comment=data["comment"] or "-",
-                     matches_everything=True):
+    refuse, each problem said on ``form``'s field (a save says them itself)."""
+    problems = rule_problems(match=data["match"], effect=data["effect"], comment=data["comment"] or "-",
+                             matches_everything=True)
+    if problems:
+        for where, messages in problems.items():
+            if form is not None:
+                form.add_refusal(where, " ".join(messages), data["match"])
         return None
     draft = ApprovalRule(name=data["name"], match=data["match"], effect=data["effect"], comment=data["comment"])
     return rule_simulate(rule=draft).as_data()

@@ -568,3 +568,25 @@ def test_the_inbox_says_an_item_needs_two_approvers_and_who_approved_first(
     client.post(f"/inbox/{item.pk}/decision/", {"decision": "approve"})
     run.refresh_from_db()
     assert run.state == "COMPLETE" and only_item(run).decided_by == second_approver
+
+
+def test_simulating_a_rule_the_checks_refuse_says_why_on_its_fields(client, author):
+    # Simulate showed neither a result nor a problem: only Save said the expression was wrong
+    client.force_login(author)
+    form = {"name": "half typed", "reason": "x", "effect": "approve", "kinds": ["capability"],
+            "capabilities": ["file_delete"], "tools": "delete_file", "host": "bad host/",
+            "expression": "tool == ", "simulate": "1"}
+    page = client.post("/inbox/rules/new/", form).content.decode()
+    assert "does not compile" in page and "not a host pattern" in page
+    assert "On the last" not in page and not ApprovalRule.objects.exists()
+
+
+def test_a_version_range_without_a_skill_is_refused_rather_than_dropped(client, author):
+    # dropped without a word, the rule then applied to every skill
+    client.force_login(author)
+    form = {"name": "versions", "reason": "x", "effect": "approve", "kinds": ["capability"],
+            "capabilities": ["file_delete"], "tools": "delete_file", "folder": ".", "enabled": "on",
+            "skill_versions": ">=banana", "save": "1"}
+    response = client.post("/inbox/rules/new/", form)
+    assert response.status_code == 200 and not ApprovalRule.objects.exists()
+    assert "Name the skill these versions are of" in response.content.decode()
