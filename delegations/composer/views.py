@@ -215,7 +215,9 @@ def delegation_lint(request: HttpRequest) -> HttpResponse:
     delegation = _get_delegation_for_user(request, int(delegation_id)) if delegation_id.isdigit() else None
     form = ComposerForm(request.POST, skill=_skill_named(request.POST.get("skill", "")),
                         parent=_parent_scope(delegation))
-    return render(request, "delegations/composer/_lint_panel.html", _panel_context(form, _lint(form, delegation)))
+    adapter_form = AdapterForm(request.POST) if "adapter" in request.POST else None
+    return render(request, "delegations/composer/_lint_panel.html",
+                  _panel_context(form, _lint(form, delegation), adapter_form))
 
 
 def _composer_post(request: HttpRequest, delegation: Delegation | None) -> HttpResponse:
@@ -484,10 +486,18 @@ def _unbound_report(form: ComposerForm, packet: dict[str, Any], delegation: Dele
     return _said_once(form, report, missing) if missing else report
 
 
-def _panel_context(form: ComposerForm, report: LintReport) -> dict[str, Any]:
+def _panel_context(form: ComposerForm, report: LintReport, adapter_form: AdapterForm | None = None) -> dict[str, Any]:
+    """The check panel's findings; ``adapter_form`` (the model's settings beside Save and
+    run, as typed) adds what keeps them from starting a run."""
     groups: dict[str, list[dict[str, str]]] = {str(severity): [] for severity in Severity}
     for problem in report.problems:
         groups[Severity.ERROR].append({**problem, "code": "", "anchor": form.anchor(problem["field"])})
+    adapter_blocked = ""
+    if adapter_form is not None and adapter_form.is_bound and not adapter_form.is_valid():
+        for name, messages in adapter_form.errors.items():
+            groups[Severity.ERROR].append({"field": name, "code": "", "message": " ".join(map(str, messages)),
+                                           "anchor": f"id_{name}" if name in adapter_form.fields else ""})
+        adapter_blocked = "Fix the model's settings beside Save and run before starting it."
     for finding in report.findings:
         groups[finding["severity"]].append({**finding, "anchor": form.anchor(finding["field"])})
     packet_json = json.dumps(report.packet, indent=2, ensure_ascii=False) if report.packet else ""
@@ -495,7 +505,7 @@ def _panel_context(form: ComposerForm, report: LintReport) -> dict[str, Any]:
     return {"report": report, "errors": errors, "warnings": warnings, "infos": infos,
             "finding_groups": [("Errors", "error", errors), ("Warnings", "warning", warnings),
                                ("Suggestions", "info", infos)],
-            "packet_json": packet_json, "form_id": "composer"}
+            "packet_json": packet_json, "form_id": "composer", "adapter_blocked": adapter_blocked}
 
 
 def _remote_skill_of(form: ComposerForm) -> RemoteAgentConfig | None:
@@ -522,7 +532,7 @@ def _render(request: HttpRequest, form: ComposerForm, *, packet: dict[str, Any] 
         dry_run_form = DryRunForm(prefix=DRY_RUN_PREFIX,
                                   initial={"adapter": "scripted", "script": default_script(report.packet or {})})
     query = f"?delegation={delegation.pk}" if delegation else ""
-    panel = _panel_context(form, report)
+    panel = _panel_context(form, report, adapter_form)
     remote_skill = _remote_skill_of(form)
     context = {
         "form": form, "skill": form.skill, "remote_skill": remote_skill, "adapter_form": adapter_form or AdapterForm(), "delegation": delegation,

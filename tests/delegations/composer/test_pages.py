@@ -205,6 +205,16 @@ def test_a_vague_criterion_is_flagged_and_a_measurable_one_is_not(composer_clien
     assert "VAGUE_CRITERIA" not in _lint(composer_client, success_criteria_text="Word count > 50")
 
 
+def test_model_settings_that_do_not_read_are_checked_as_they_are_typed(composer_client):
+    # the check said "0 errors · Saves this version, then starts it", and the run was refused
+    broken = _lint(composer_client, adapter="local", adapter_config='{"model": "smollm2-135m",}')
+    assert '<span class="badge bad">1 error</span>' in broken
+    assert 'href="#id_adapter_config"' in broken and "This is not valid JSON" in broken
+    assert re.search(r'value="run" disabled', broken) and "Fix the model&#x27;s settings" in broken
+    fine = _lint(composer_client, adapter="local", adapter_config='{"model": "smollm2-135m"}')
+    assert "Saves this version, then starts it." in fine and "id_adapter_config" not in fine
+
+
 def test_a_confident_criterion_is_checked_as_it_is_typed(composer_client):
     from django.core.management import call_command
 
