@@ -388,7 +388,7 @@ def _review(context: dict[str, Any], payload: dict[str, Any], who: str, parent: 
     context["review"] = review
     names = ", ".join(field["name"] for field in review["fields"]) or "the value"
     context["grants"] = [
-        f"Confirm completes {who}'s run with the value it proposes for {names}.",
+        f"Confirm completes {who} with the value it proposes for {names}.",
         "Correct completes it with the value you choose instead (within the output schema).",
         "Either way the run's result and its criteria report say you decided it.",
     ]

@@ -116,7 +116,7 @@ async def test_a_person_who_fails_it_ends_the_run_failed_with_their_reason(
     outcome = await decided(sink, settings, ApprovalDecision(Decision.REJECT, comment="Sarcasm.",
                                                              decided_by="ana"))
     assert outcome.state is RunState.FAILED
-    assert outcome.error == {"code": "ERR_INVALID_RESULT", "message": "Rejected in review by ana: Sarcasm."}
+    assert outcome.error == {"code": "ERR_INVALID_RESULT", "message": "Failed in review by ana: Sarcasm."}
 
 
 async def test_a_correction_outside_the_schema_fails_the_run_saying_why(
@@ -131,7 +131,7 @@ async def test_a_correction_outside_the_schema_fails_the_run_saying_why(
 async def test_an_automatic_gate_never_confirms_a_value_nobody_looked_at(runner: Runner) -> None:
     outcome = await runner.start(packet(), adapter=answering(MIXED, UNSURE))
     assert outcome.state is RunState.FAILED
-    assert outcome.error["message"] == "Rejected in review by auto: automatic."
+    assert outcome.error["message"] == "Failed in review by auto: automatic."
 
 
 async def test_a_model_that_gives_no_probabilities_never_passes_confident_silently(runner: Runner) -> None:

@@ -143,7 +143,7 @@ class Review:
         who = decision.decided_by or "a person"
         if decision.decision is Decision.REJECT:
             comment = decision.comment.strip().rstrip(".")
-            message = f"Rejected in review by {who}{': ' + comment if comment else ''}."
+            message = f"Failed in review by {who}{': ' + comment if comment else ''}."
             failure = result.model_copy(update={
                 "status": ResultStatus.FAILURE,
                 "error_report": ErrorReport(code=ErrorCode.INVALID_RESULT.value, message=message)})

@@ -98,6 +98,8 @@ def test_the_inbox_page_shows_the_input_the_proposal_and_its_alternatives_then_t
     assert 'data-proposed>mixed<' in html and "data-probability" in html and "55 %" in html
     assert "Alternatives:" in html and "negative" in html
     assert ">Confirm mixed<" in html and "Correct sentiment to" in html and ">Fail<" in html
+    assert "Why fail it?" in html and "Why reject? (shown" not in html   # the button says Fail
+    assert "Confirm completes run “" in html and "&#x27;s run with" not in html   # not "run “x”'s run"
     choice = json.dumps({"sentiment": "negative"})
     assert choice.replace('"', "&quot;") in html
     response = approver_client.post(f"/inbox/{item.pk}/decision/", {
