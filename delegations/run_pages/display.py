@@ -73,11 +73,14 @@ def format_usd(amount: float | None) -> str:
 
 
 def run_usage(run: Run) -> Usage:
-    """What the run has used, its time so far while it runs."""
+    """What the run has used, its time so far while it works. A run waiting for a person
+    has the time it worked, as its budget counts it (the clock stops while it waits): the
+    inbox said "Time 1 min 14 s" of a run the run page said had worked 1.5 s."""
     stored = run.usage if isinstance(run.usage, dict) else {}
     runtime = float(stored.get("runtime_s") or 0.0)
-    if not run.is_terminal or not runtime:
-        runtime = run.duration_s or runtime   # a running run: time so far
+    working = not run.is_terminal and run.state != RunState.AWAITING_APPROVAL
+    if working or not runtime:
+        runtime = run.duration_s or runtime   # a working run: time so far
     return Usage(model_calls=int(stored.get("model_calls") or 0),
                  input_tokens=int(stored.get("input_tokens") or 0),
                  output_tokens=int(stored.get("output_tokens") or 0),

@@ -681,3 +681,15 @@ def test_an_approver_opens_a_run_that_asks_them_but_cannot_act_on_it(client, app
     assert client.post(f"/runs/{run.pk}/cancel/").status_code == 404
     quiet = make_run(composer, state="WORKING")   # asks nothing: not theirs to open
     assert client.get(f"/runs/{quiet.pk}/").status_code == 404
+
+
+def test_a_run_waiting_for_a_person_shows_the_time_it_worked_not_the_time_since_it_started(composer):
+    # the inbox said "Time 1 min 14 s" of a run whose page said it had worked 1.5 s: the
+    # budget's clock stops while a run waits
+    from delegations.run_pages.display import run_usage
+
+    started = timezone.now() - timedelta(seconds=74)
+    waiting = make_run(composer, state="AWAITING_APPROVAL", started_at=started, usage={"runtime_s": 1.5})
+    working = make_run(composer, state="WORKING", started_at=started, usage={"runtime_s": 1.5})
+    assert run_usage(waiting).runtime_s == 1.5
+    assert run_usage(working).runtime_s >= 74
