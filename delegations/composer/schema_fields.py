@@ -226,6 +226,14 @@ class EnumField(forms.TypedChoiceField):
         return "" if value is None else _choice_key(value)
 
 
+def _pattern_message(pattern: str, description: Any) -> str:
+    """What a person is told when a text does not match its pattern: the field's own words
+    when it has them ("The page to read, e.g. https://…"), the pattern after them."""
+    if isinstance(description, str) and description.strip():
+        return f"Not in the form this field takes: {description.strip().rstrip('.')}. (It must match {pattern}.)"
+    return f"Not in the form this field takes: it must match the pattern {pattern}."
+
+
 def scalar_field(schema: dict[str, Any], *, required: bool, label: str = "",
                  help_text: str = "") -> forms.Field | None:
     """The form field for one scalar schema, or None when it is not a scalar."""
@@ -237,7 +245,7 @@ def scalar_field(schema: dict[str, Any], *, required: bool, label: str = "",
         max_length = schema.get("maxLength")
         long = isinstance(max_length, int) and max_length > LONG_TEXT
         pattern = schema.get("pattern")
-        validators = ([RegexValidator(pattern, f"Must match the pattern {pattern}.")]
+        validators = ([RegexValidator(pattern, _pattern_message(pattern, schema.get("description")))]
                       if isinstance(pattern, str) else [])
         return TextField(
             required=required, min_length=schema.get("minLength"), max_length=max_length,

@@ -576,3 +576,13 @@ def test_lint_is_deterministic(data: dict[str, Any], with_parent: bool) -> None:
     assert lint_packet(packet, parent) == first
     assert lint_packet(parse_packet(packet.canonical_json()), parent) == first
     assert all(f.code in CHECKS and f.severity == CHECKS[f.code][0] for f in first)
+
+
+def test_an_approval_required_capability_a_skill_brings_is_not_advised_away() -> None:
+    # page-facts was told "Remove it if the task can do without" of the one capability it needs
+    own = [f.message for f in lint({**SANE, "capabilities": ["network_outbound"]})
+           if f.code == "APPROVAL_REQUIRED_CAPABILITY"]
+    skills = [f.message for f in lint({**SANE, "skill": "page-facts@1.0.0", "capabilities": ["network_outbound"]})
+              if f.code == "APPROVAL_REQUIRED_CAPABILITY"]
+    assert own[0].endswith("Remove it if the task can do without.")
+    assert skills[0].endswith("An approval rule can decide such requests without asking.")

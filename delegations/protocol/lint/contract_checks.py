@@ -326,9 +326,12 @@ def check_capabilities(lint: LintContext, approval_required: Iterable[str] | Non
     for index, capability in enumerate(lint.packet.capabilities):
         field = f"capabilities[{index}]"
         if capability in required:
+            # a skill's capability is what the skill needs: removing it is no advice
+            advice = ("An approval rule can decide such requests without asking." if lint.packet.skill
+                      else "Remove it if the task can do without.")
             lint.add("APPROVAL_REQUIRED_CAPABILITY", field, (
                 f"'{capability}' needs explicit approval: every use will wait in the approval "
-                f"inbox for a person. Remove it if the task can do without."))
+                f"inbox for a person. {advice}"))
         if capability not in KNOWN_CAPABILITIES:
             near = difflib.get_close_matches(capability, sorted(KNOWN_CAPABILITIES), n=1)
             hint = f" Did you mean '{near[0]}'?" if near else ""

@@ -72,7 +72,7 @@ def test_a_string_is_a_text_input_with_its_limits_and_a_long_one_a_textarea():
         "This is 81 characters long; the limit is 80. Shorten it: nothing was cut."]}
     assert isinstance(FIELDS.fields["input__notes"].widget, forms.Textarea)
     assert errors(input__query="t") == {"input__query": [
-        "Must match the pattern ^[A-Z].", "Ensure this value has at least 2 characters (it has 1)."]}
+        "Not in the form this field takes: What to look up. (It must match ^[A-Z].)", "Ensure this value has at least 2 characters (it has 1)."]}
     assert "input__query" in errors(input__query=None)
 
 
