@@ -29,8 +29,10 @@ class RunFilterForm(forms.Form):
         ("mine", "my runs"), ("all", "everyone's runs")])
 
     def filters(self) -> dict[str, str]:
-        """The cleaned filters with defaults; invalid values read as their default."""
-        cleaned: dict[str, Any] = self.cleaned_data if self.is_valid() else {}
+        """The cleaned filters with defaults; an invalid value reads as its default, and
+        the others still apply (``?state=BOGUS&skill=x`` dropped the skill too)."""
+        self.is_valid()
+        cleaned: dict[str, Any] = self.cleaned_data
         return {
             "state": cleaned.get("state") or "",
             "skill": (cleaned.get("skill") or "").strip(),

@@ -59,7 +59,7 @@ def _filtered_runs(request: HttpRequest, filters: dict[str, str]) -> QuerySet[Ru
     if filters["state"]:
         runs = runs.filter(state=filters["state"])
     if filters["skill"]:
-        runs = runs.filter(Q(skill=filters["skill"]) | Q(skill__startswith=f"{filters['skill']}@"))
+        runs = runs.filter(skill__icontains=filters["skill"])   # a part of the name, as the catalog's search
     if filters["scope"] == "root":
         runs = runs.filter(parent__isnull=True)
     if filters["owner"] == "mine" or not request.user.is_staff:

@@ -134,6 +134,10 @@ def test_the_run_list_filters_by_state_skill_and_top_level_only(composer_client,
     assert "done-run" in by_state and "waiting-run" not in by_state and "child-run" not in by_state
     by_skill = composer_client.get("/runs/?skill=price-check").content.decode()
     assert "done-run" in by_skill and "waiting-run" not in by_skill
+    by_part = composer_client.get("/runs/?skill=price").content.decode()   # part of a name, as the catalog
+    assert "done-run" in by_part and "waiting-run" not in by_part
+    bogus_state = composer_client.get("/runs/?state=BOGUS&skill=summarize").content.decode()
+    assert "waiting-run" in bogus_state and "done-run" not in bogus_state   # the skill still applies
     everything = composer_client.get("/runs/?scope=all&state=COMPLETE").content.decode()
     assert "done-run" in everything and "child-run" in everything
     nothing = composer_client.get("/runs/?state=FAILED").content.decode()
