@@ -3,6 +3,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         for name in (COMPOSERS, APPROVERS):
             admin.groups.add(Group.objects.get_or_create(name=name)[0])
         bar = "=" * 64
-        self.stdout.write(f"\n{bar}\n  Created the local admin. Log in at the address below with\n"
+        self.stdout.write(f"\n{bar}\n  Created the local admin. Log in at {settings.HANDOFF_BASE_URL}/ (or the\n"
+                          f"  address the server says it is serving on) with\n"
                           f"    username: {username}\n    password: {password}\n"
                           f"  This password is shown only now; change it under Account.\n{bar}\n")
