@@ -306,7 +306,7 @@ def test_the_report_serializes_with_every_item() -> None:
     data = report.as_dict()
     assert data["all_met"] is False and data["checkable_met"] is True
     assert data["items"][0] == {"criterion": "at least 2 words", "kind": "word_count", "met": True,
-                                "detail": "the output has 3 words (wanted at least 2)", "checkable": True}
+                                "detail": "the output has 3 words (wanted at least 2)", "checkable": True, "applies": True}
 
 
 @settings(max_examples=300, deadline=None)

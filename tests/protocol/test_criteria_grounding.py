@@ -124,7 +124,10 @@ def test_a_found_answer_is_checked_against_the_passage_and_the_others_are_skippe
     right = answer(evidence="The city library was founded in 2011.", answer="2011", found=True)
     report = evaluate_criteria(right, CONTEXT_CRITERIA, None, LIBRARY)
     assert report.all_met
-    assert report.items[2].detail == "not checked: found is true, not false"
+    assert report.items[2].detail == "does not apply: found is true, not false"
+    assert report.items[2].applies is False and report.items[0].applies
+    # "3 of 3 criteria met" counted the one whose condition did not hold
+    assert report.summary.endswith("· 1 does not apply") and not report.summary.startswith("3 of 3")
     invented = answer(evidence="It opened in 1937.", answer="1937", found=True)
     assert [item.met for item in evaluate_criteria(invented, CONTEXT_CRITERIA, None, LIBRARY).items] == [
         False, False, True]

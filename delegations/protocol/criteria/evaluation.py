@@ -61,6 +61,7 @@ class CriterionResult(BaseModel):
     met: bool
     detail: str
     checkable: bool = True
+    applies: bool = True   # False: its ``when`` does not hold for this result (met, vacuously)
 
     def as_dict(self) -> dict[str, Any]:
         # what model_dump(mode="json") gives (every field is JSON already), at a fraction of
@@ -99,14 +100,16 @@ def criteria_summary(report: dict[str, Any]) -> str:
     """How a criteria report reads in one line: "all met" only when every criterion is met
     and every output field is checked by one; else "2 of 3 criteria met", with "· 1 field
     unchecked" when a field is left to the schema. Works on stored reports too."""
-    items = [item for item in report.get("items") or [] if isinstance(item, dict)]
+    every = [item for item in report.get("items") or [] if isinstance(item, dict)]
+    items = [item for item in every if item.get("applies", True)]
     unchecked = [name for name in report.get("fields_unchecked") or [] if isinstance(name, str)]
     met = sum(1 for item in items if item.get("met"))
-    if met == len(items) and items and not unchecked:
-        return "all met"
-    text = f"{met} of {len(items)} criteria met"
+    text = "all met" if met == len(items) and items and not unchecked else f"{met} of {len(items)} criteria met"
     if unchecked:
         text += f" · {len(unchecked)} field{'s' if len(unchecked) != 1 else ''} unchecked"
+    if len(every) > len(items):   # "3 of 3 met" counted one whose condition did not hold
+        text += f" · {len(every) - len(items)} does not apply" if len(every) - len(items) == 1 \
+            else f" · {len(every) - len(items)} do not apply"
     return text
 
 
@@ -403,7 +406,7 @@ def _condition_unmet(c: Criterion, result: ResponsePackage) -> str | None:
     bools = isinstance(expected, bool) or isinstance(value, bool)
     if value is not _MISSING and (value is expected if bools else value == expected):
         return None
-    return f"not checked: {when['path']} is {_short(None if value is _MISSING else value)}, " \
+    return f"does not apply: {when['path']} is {_short(None if value is _MISSING else value)}, " \
            f"not {_short(expected)}"
 
 
@@ -580,6 +583,10 @@ def evaluate_criteria(result: ResponsePackage, criteria: list[str | dict[str, An
                        + _self_claim(result, label)))
             continue
         parsed.append(criterion)
+        if (skipped := _condition_unmet(criterion, result)) is not None:
+            items.append(CriterionResult(criterion=label, kind=criterion.kind.value, met=True, detail=skipped,
+                                         applies=False))
+            continue
         checkable = True
         try:
             if criterion.kind is CriterionKind.CONFIDENT:
