@@ -149,16 +149,22 @@
     window.setTimeout(function () { removeItem(item); }, LEAVE_AFTER_MS);
   }
 
+  function focusLost() {
+    var active = document.activeElement;
+    return !active || active === document.body;
+  }
+
   function removeItem(item) {
     if (!item.isConnected) return;
     var next = current === item ? neighbour(item, 1) || neighbour(item, -1) : null;
     item.classList.add("leaving");
     window.setTimeout(function () {
       var group = item.closest(".inbox-group");
+      var hadFocus = item.contains(document.activeElement);
       item.remove();
       if (group && !group.querySelector(".inbox-item")) group.remove();
       else if (group) syncBatchBar(group);
-      if (current === item) select(next, false);
+      if (current === item) select(next, hadFocus || focusLost());
       refreshEmptyState();
     }, 450);
   }
@@ -200,8 +206,12 @@
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.target;
     if (target && target.id === "inbox-pending") { afterListChange(); return; }
-    var replaced = current && !current.isConnected ? itemById(current.dataset.approvalId) : null;
-    if (replaced) select(replaced, false);   // keep the key cursor on the swapped item
+    var swappedId = (target && target.dataset && target.dataset.approvalId) ||
+      (current && !current.isConnected ? current.dataset.approvalId : null);
+    var replaced = swappedId ? itemById(swappedId) : null;
+    // keep the key cursor on the swapped item, and the focus when it went with the old one
+    // (a decision made with Tab and Enter left the keyboard on the page's body)
+    if (replaced) select(replaced, focusLost());
     document.querySelectorAll('#inbox-groups .inbox-item[data-pending="0"]').forEach(function (item) {
       if (item.dataset.leaving || item.querySelector(".notice.bad")) return;   // not decided: stay to say why
       item.dataset.leaving = "1";

@@ -127,3 +127,24 @@ def test_the_inbox_hears_its_socket_even_when_its_own_script_loads_late(
     login(page, live_url, approver.username)
     page.goto(f"{live_url}/inbox/")
     page.wait_for_selector("#inbox-live[data-status=live]", timeout=10_000)
+
+
+def test_a_decision_made_with_tab_and_enter_keeps_the_keyboard_in_the_inbox(
+        live_url: str, page: Any, admin_user: Any, approver: Any) -> None:
+    # focus went with the swapped card to the page's body: the next Tab started at the top
+    first = start_run(live_url, admin_user, "tab-first", f"{live_url}/api/health")
+    second = start_run(live_url, admin_user, "tab-second", f"{live_url}/api/health")
+    login(page, live_url, approver.username)
+    page.goto(f"{live_url}/inbox/")
+    for run_id in (first, second):
+        page.locator(f'.inbox-item[data-run-id="{run_id}"]').wait_for()
+    decided = page.locator('.inbox-item[data-pending="1"]').first
+    decided_id = decided.get_attribute("data-approval-id")
+    decided.get_by_role("button", name="Approve", exact=True).focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"""() => {{
+        const card = document.querySelector('.inbox-item[data-approval-id="{decided_id}"]');
+        return card && card.dataset.pending === "0" && card.contains(document.activeElement); }}""")
+    # when the decided card leaves, the keyboard moves to the item that is left
+    page.wait_for_function(f"""() => !document.querySelector('.inbox-item[data-approval-id="{decided_id}"]')
+        && document.activeElement.matches('.inbox-item[data-pending="1"]')""", timeout=15000)
