@@ -41,12 +41,15 @@ cached by the schema's canonical JSON (sorted keys), never re-built per call.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema_specifications import REGISTRY as _SPECIFICATIONS
+from referencing.exceptions import Unresolvable
 
 from . import json_text
 from .errors import ErrorCode, Issue, ProtocolError
@@ -317,7 +320,10 @@ def canonical_json(value: object) -> str | None:
 @lru_cache(maxsize=2048)
 def _schema_problems(key: str) -> tuple[tuple[tuple[object, ...], str], ...]:
     schema = json.loads(key)
-    validator = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+    # formats checked too: a pattern that is no regex ("(") is the schema's problem, said
+    # when it is given, not a 500 when an input is first checked against it
+    validator = Draft202012Validator(Draft202012Validator.META_SCHEMA, registry=_SPECIFICATIONS,
+                                     format_checker=Draft202012Validator.FORMAT_CHECKER)
     problems = []
     for error in validator.iter_errors(schema):
         problems.append((tuple(error.absolute_path), _short(error.message)))
@@ -504,7 +510,10 @@ def _validator_for(key: str) -> _Compiled:
     if problems:
         return _Compiled(None, None, problems)
     schema = json.loads(key)
-    return _Compiled(Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER),
+    # the registry of the drafts' own schemas, and nothing else: without one, jsonschema
+    # fetched a "$ref" naming a URL (a skill's input schema made the server GET any address)
+    return _Compiled(Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER,
+                                          registry=_SPECIFICATIONS),
                      _compile_fast(schema), ())
 
 
@@ -540,7 +549,7 @@ def validate_instance(schema: dict[str, Any], instance: object, field: str = "")
         if fast is not None and fast(instance):
             return []
         errors = sorted(validator.iter_errors(instance), key=_error_sort_key)
-    except (SchemaError, RecursionError, TypeError, ValueError) as exc:
+    except (SchemaError, RecursionError, TypeError, ValueError, re.error, Unresolvable) as exc:
         return [Issue(field, f"could not validate: {_short(str(exc))}")]
     return [Issue(join_path(field, error.absolute_path), _message(error)) for error in errors]
 

@@ -141,3 +141,26 @@ def test_validators_are_compiled_once_per_schema() -> None:
 def test_join_path_builds_dotted_paths_with_indexes() -> None:
     assert join_path("output", ["items", 0, "name"]) == "output.items[0].name"
     assert join_path("", ["a"]) == "a"
+
+
+def test_a_pattern_that_is_no_regex_is_the_schemas_problem_when_it_is_given() -> None:
+    # found only when an input was first checked against it: a 500 (re.error) on lint and start
+    issues = schema_issues({"type": "object", "properties": {"q": {"type": "string", "pattern": "("}}})
+    assert any("is not a 'regex'" in issue.message for issue in issues)
+
+
+def test_a_ref_to_an_address_is_not_fetched() -> None:
+    # jsonschema fetched a "$ref" naming a URL: a skill's input schema made the server GET any address
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        schema = {"type": "object", "properties": {"q": {"$ref": f"http://127.0.0.1:{port}/probe.json"}}}
+        issues = validate_instance(schema, {"q": "x"}, "input_data")
+        assert [issue.field for issue in issues] == ["input_data"]
+        assert issues[0].message.startswith("could not validate")
+        with pytest.raises(TimeoutError):
+            listener.accept()

@@ -77,14 +77,12 @@ import importlib.util
 import json
 import uuid
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jsonschema import Draft202012Validator
-
 from ..errors import ErrorCode, ProtocolError
+from ..schemas import validate_instance
 from ..tools import YIELD_CONTROL
 from . import config_checks as check
 from .base import Message, ModelAdapter, ModelTurn, TextCallback, ToolCall, ToolSchema, config_error
@@ -353,17 +351,11 @@ def to_chat_messages(messages: list[Message], tools: list[ToolSchema]) -> list[d
     return chat
 
 
-@lru_cache(maxsize=64)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
-
-
 def _argument_problems(tool: ToolSchema, arguments: Any) -> list[str]:
     if not isinstance(arguments, dict):
         return ["arguments is not an object"]
-    validator = _validator(json.dumps(parameters_schema(tool), sort_keys=True))
-    return [f"{'.'.join(map(str, error.absolute_path)) or 'arguments'}: {error.message}"
-            for error in validator.iter_errors(arguments)][:3]
+    return [f"{issue.field or 'arguments'}: {issue.message}"
+            for issue in validate_instance(parameters_schema(tool), arguments)][:3]
 
 
 # --- the adapter ---------------------------------------------------------------------------
