@@ -123,10 +123,15 @@ def parse(text: str | bytes, **options: Any) -> Any:
         raise NestedTooDeeply() from None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; send a number, or null")
+
+
 def loads(text: str | bytes, field: str = "") -> Any:
-    """:func:`parse`, then the limits: raises ValueError for text that is not JSON and
-    :class:`TextLimitError` for a value past them."""
-    value = parse(text)
+    """:func:`parse`, then the limits: raises ValueError for text that is not JSON (NaN and
+    Infinity included, which Python reads but SQLite's JSON columns refuse: a 500 on
+    save) and :class:`TextLimitError` for a value past them."""
+    value = parse(text, parse_constant=_no_constant)
     if (issue := value_issue(value, field)) is not None:
         raise TextLimitError(issue)
     return value

@@ -412,7 +412,8 @@ def criteria_view(report: Any) -> dict[str, Any] | None:
     and its one-line summary (worded again for a report stored before it had one)."""
     if not isinstance(report, dict) or not isinstance(report.get("items"), list):
         return None
-    unchecked = [name for name in report.get("fields_unchecked") or [] if isinstance(name, str)]
+    listed = report.get("fields_unchecked")
+    unchecked = [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
     return {**report, "items": [item for item in report["items"] if isinstance(item, dict)],
             "fields_unchecked": unchecked, "summary": criteria_summary(report)}
 

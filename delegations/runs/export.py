@@ -126,7 +126,8 @@ class EventRecord(BaseModel):
     run_id: str = Field(min_length=1, max_length=64)
     seq: int = Field(ge=1)
     type: EventType
-    ts: float = Field(allow_inf_nan=False, description="Epoch seconds.")
+    # a time a page can draw (0001 to 9999): 1e20 failed the imported run's page
+    ts: float = Field(allow_inf_nan=False, ge=-62135596800, le=253402300799, description="Epoch seconds.")
     data: dict[str, Any] = Field(default_factory=dict)
 
 

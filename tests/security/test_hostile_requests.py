@@ -56,6 +56,16 @@ def test_a_json_body_that_does_not_parse_says_where(world: World) -> None:
     assert "not valid JSON" in response.json()["detail"] and "line 1" in response.json()["detail"]
 
 
+@pytest.mark.parametrize("path", ["/api/runs", "/api/delegations", "/api/approval-rules"])
+def test_nan_in_a_body_is_refused_before_it_reaches_a_json_column(world: World, path: str) -> None:
+    # Python's json reads NaN; SQLite's JSON columns refuse it at the insert: a 500
+    body = b'{"packet": {"goal": "x", "budget": {"max_tokens": NaN}}, "adapter": {"name": "scripted", "config": {"t": NaN}}}'
+    response = Client().post(path, body, content_type="application/json",
+                             headers={"Authorization": f"Bearer {world.tokens['owner']}"})
+    assert response.status_code == 400, response.content
+    assert "NaN is not a JSON number" in response.json()["detail"]
+
+
 def test_a_body_in_another_format_gets_415(world: World) -> None:
     response = Client().post("/api/delegations", b"<delegation/>", content_type="application/xml",
                              headers={"Authorization": f"Bearer {world.tokens['owner']}"})

@@ -210,3 +210,10 @@ def test_json_nested_past_what_the_parser_reads_is_refused_as_text_that_does_not
     with pytest.raises(ValueError, match="too deeply"):
         text_limits.loads(deep, "body")
     assert text_limits.parse("[[1]]") == [[1]]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_in_a_body_are_refused_not_stored(constant: str) -> None:
+    # Python reads them; SQLite's JSON columns refuse them, and the save was a 500
+    with pytest.raises(ValueError, match="is not a JSON number"):
+        text_limits.loads('{"adapter": {"config": {"t": ' + constant + '}}}', "body")

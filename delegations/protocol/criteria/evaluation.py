@@ -100,9 +100,9 @@ def criteria_summary(report: dict[str, Any]) -> str:
     """How a criteria report reads in one line: "all met" only when every criterion is met
     and every output field is checked by one; else "2 of 3 criteria met", with "· 1 field
     unchecked" when a field is left to the schema. Works on stored reports too."""
-    every = [item for item in report.get("items") or [] if isinstance(item, dict)]
+    every = [item for item in _listed(report, "items") if isinstance(item, dict)]
     items = [item for item in every if item.get("applies", True)]
-    unchecked = [name for name in report.get("fields_unchecked") or [] if isinstance(name, str)]
+    unchecked = [name for name in _listed(report, "fields_unchecked") if isinstance(name, str)]
     met = sum(1 for item in items if item.get("met"))
     text = "all met" if met == len(items) and items and not unchecked else f"{met} of {len(items)} criteria met"
     if unchecked:
@@ -112,6 +112,12 @@ def criteria_summary(report: dict[str, Any]) -> str:
             else f" · {len(every) - len(items)} do not apply"
     return text
 
+
+
+def _listed(report: dict[str, Any], key: str) -> list[Any]:
+    """``report[key]`` when it is a list (a report imported from a file may hold anything)."""
+    value = report.get(key)
+    return value if isinstance(value, list) else []
 
 
 _MISSING = grounding.MISSING
