@@ -323,3 +323,10 @@ def test_a_criterion_results_dict_is_its_json_dump() -> None:
                              detail="missing 'answer'", checkable=True)
     assert result.as_dict() == result.model_dump(mode="json")
     assert list(result.as_dict()) == list(result.model_dump(mode="json"))
+
+
+def test_a_stored_report_whose_lists_are_not_lists_still_reads() -> None:
+    # an imported run's page failed on "fields_unchecked": 1.5
+    from delegations.protocol.criteria.evaluation import criteria_summary
+
+    assert criteria_summary({"items": 3, "fields_unchecked": 1.5}) == "0 of 0 criteria met"

@@ -243,6 +243,9 @@ BAD_DOCUMENTS: dict[str, tuple[Callable[[Document], Any], str]] = {
                      "has no parent; only the exported run"),
     "parents in a circle": (_a_circle, "(its parents go round in a circle)"),
     "a tree too deep to draw": (_too_deep, "The tree is 40 levels deep; an imported tree may be at most 32"),
+    # its page failed on it (a time past what a page can draw)
+    "an event time past the year 9999": (lambda document: document["events"][0].__setitem__("ts", 1e20),
+                                         "less than or equal to 253402300799"),
 }
 
 
