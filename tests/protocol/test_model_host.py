@@ -201,3 +201,27 @@ def test_the_host_goes_down_with_a_killed_parent(smollm2: Path, tmp_path: Path) 
         parent.wait()
 
     assert wait_gone(host_pid, within_s=5), "the host outlived its parent"
+
+
+def test_the_host_keeps_the_two_models_used_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every (file, n_ctx, n_threads) a run asked for stayed loaded: seven runs took 4.3 GB
+    import io
+
+    from delegations.protocol.adapters import model_host as host_module
+
+    loads: list[int] = []
+
+    def fake_load(model: dict[str, object], info: str) -> object:
+        loads.append(int(str(model["n_ctx"])))
+        return host_module.LoadedModel(llama=object(), load_seconds=0.0, extra_buffer_types=False)
+
+    monkeypatch.setattr(host_module, "load_model", fake_load)
+    host = host_module.Host(io.StringIO())
+    monkeypatch.setattr(host, "info", lambda: "test")
+    first = host._loaded({"path": "m.gguf", "n_ctx": 1024})
+    host._loaded({"path": "m.gguf", "n_ctx": 2048})
+    assert host._loaded({"path": "m.gguf", "n_ctx": 1024}) is first   # used again: kept, now the latest
+    host._loaded({"path": "m.gguf", "n_ctx": 4096})                    # lets 2048 go, not 1024
+    assert host._loaded({"path": "m.gguf", "n_ctx": 1024}) is first
+    host._loaded({"path": "m.gguf", "n_ctx": 2048})
+    assert loads == [1024, 2048, 4096, 2048] and len(host._models) == 2

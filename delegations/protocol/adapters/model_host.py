@@ -62,6 +62,7 @@ else:  # run by path as the host's program: this folder is on sys.path
     from quote_grammar import gbnf_literal, splice_quotes  # type: ignore[import-not-found,no-redef]
 
 CANCEL_POLL_S = 0.05
+MAX_LOADED_MODELS = 2   # the two shipped models side by side (make eval runs both)
 
 
 # --- what runs next to llama.cpp: prompt shaping -------------------------------------------
@@ -436,8 +437,15 @@ class Host:
     def _loaded(self, model: dict[str, Any]) -> LoadedModel:
         key = json.dumps(model, sort_keys=True)
         with self._models_lock:
-            loaded = self._models.get(key)
-            if loaded is None:
+            loaded = self._models.pop(key, None)
+            if loaded is not None:
+                self._models[key] = loaded   # the most recently used last
+            else:
+                # one model per (file, n_ctx, n_threads) a run asks for: kept without end,
+                # seven runs' settings took the host from 0.7 to 4.3 GB. The least recently
+                # used is let go (a generation still on it keeps it until it ends).
+                while len(self._models) >= MAX_LOADED_MODELS:
+                    self._models.pop(next(iter(self._models)))
                 loaded = self._models[key] = load_model(model, self.info())
                 repacking = ("on" if loaded.extra_buffer_types else
                              "off (this llama.cpp build has AMX kernels, which crash)")
