@@ -42,16 +42,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema_specifications import REGISTRY as _SPECIFICATIONS
 from referencing.exceptions import Unresolvable
 
-from . import json_text
+from . import json_text, patterns
 from .errors import ErrorCode, Issue, ProtocolError
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -309,6 +309,26 @@ def normalize_schema(schema: dict[str, Any], field: str = "schema", *,
     return normalized
 
 
+# Patterns run on RE2 (see :mod:`.patterns`): a schema's "pattern" is matched there, and
+# one RE2 cannot run (lookaround, backreferences) is not a "regex" the schema may hold.
+_FORMATS = FormatChecker()
+
+
+@_FORMATS.checks("regex", raises=patterns.PatternError)
+def _runs_on_re2(instance: object) -> bool:
+    if isinstance(instance, str):
+        patterns.compiled(instance)
+    return True
+
+
+def _pattern(validator: Any, pattern: str, instance: object, schema: object) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and patterns.search(pattern, str(instance)) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})
+
+
 def canonical_json(value: object) -> str | None:
     """Sorted-key compact JSON used as a cache key; None when not JSON-serializable."""
     try:
@@ -323,7 +343,7 @@ def _schema_problems(key: str) -> tuple[tuple[tuple[object, ...], str], ...]:
     # formats checked too: a pattern that is no regex ("(") is the schema's problem, said
     # when it is given, not a 500 when an input is first checked against it
     validator = Draft202012Validator(Draft202012Validator.META_SCHEMA, registry=_SPECIFICATIONS,
-                                     format_checker=Draft202012Validator.FORMAT_CHECKER)
+                                     format_checker=_FORMATS)
     problems = []
     for error in validator.iter_errors(schema):
         problems.append((tuple(error.absolute_path), _short(error.message)))
@@ -512,8 +532,7 @@ def _validator_for(key: str) -> _Compiled:
     schema = json.loads(key)
     # the registry of the drafts' own schemas, and nothing else: without one, jsonschema
     # fetched a "$ref" naming a URL (a skill's input schema made the server GET any address)
-    return _Compiled(Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER,
-                                          registry=_SPECIFICATIONS),
+    return _Compiled(_Validator(schema, format_checker=_FORMATS, registry=_SPECIFICATIONS),
                      _compile_fast(schema), ())
 
 

@@ -330,3 +330,14 @@ def test_a_stored_report_whose_lists_are_not_lists_still_reads() -> None:
     from delegations.protocol.criteria.evaluation import criteria_summary
 
     assert criteria_summary({"items": 3, "fields_unchecked": 1.5}) == "0 of 0 criteria met"
+
+
+def test_a_regex_criterion_runs_in_linear_time_and_one_that_needs_backtracking_is_refused() -> None:
+    import time
+
+    started = time.monotonic()
+    report = evaluate_criteria(essay(3, summary="a" * 5000 + "!"), [{"kind": "regex", "field": "summary",
+                                           "pattern": "^(a+)+$"}], None)
+    assert time.monotonic() - started < 1.0 and not report.all_met
+    with pytest.raises(ProtocolError, match="lookaround or backreferences"):
+        parse_criterion({"kind": "regex", "field": "text", "pattern": "(\\w)\\1"})

@@ -164,3 +164,19 @@ def test_a_ref_to_an_address_is_not_fetched() -> None:
         assert issues[0].message.startswith("could not validate")
         with pytest.raises(TimeoutError):
             listener.accept()
+
+
+def test_a_pattern_that_backtracks_is_matched_in_linear_time() -> None:
+    # Python's re took 35 s on 30 a's, holding the GIL: the whole server stood still
+    import time
+
+    started = time.monotonic()
+    issues = validate_instance({"type": "string", "pattern": "^(a+)+$"}, "a" * 5000 + "!", "q")
+    assert time.monotonic() - started < 1.0
+    assert [issue.field for issue in issues] == ["q"]
+    assert validate_instance({"type": "string", "pattern": "^(a+)+$"}, "aaaa") == []
+
+
+def test_a_pattern_that_needs_backtracking_is_refused_when_it_is_given() -> None:
+    issues = schema_issues({"type": "string", "pattern": "^(?=a)(\\w)\\1$"})
+    assert any("is not a 'regex'" in issue.message for issue in issues)

@@ -40,11 +40,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from .. import patterns
 from ..errors import ProtocolError
 from ..schemas import validate_instance
 from . import grounding
@@ -271,17 +271,10 @@ def _check_regex(c: Criterion, result: ResponsePackage) -> tuple[bool, str]:
     text, where = _text_at(result, c.params.get("field"))
     if text is None:
         return False, f"{where} is missing"
-    flags = re.IGNORECASE if c.params.get("ignore_case") else 0
-    pattern = _compiled(c.params["pattern"], flags)
-    found = pattern.search(text)
-    if found:
-        return True, f"{where} matches /{c.params['pattern']}/ at {_short(found.group(0))}"
+    found = patterns.search(c.params["pattern"], text, ignore_case=bool(c.params.get("ignore_case")))
+    if found is not None:
+        return True, f"{where} matches /{c.params['pattern']}/ at {_short(found)}"
     return False, f"{where} does not match /{c.params['pattern']}/"
-
-
-@lru_cache(maxsize=512)
-def _compiled(pattern: str, flags: int) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
 
 
 def _check_word_count(c: Criterion, result: ResponsePackage) -> tuple[bool, str]:

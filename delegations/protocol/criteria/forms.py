@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import patterns
 from ..errors import ErrorCode, Issue, ProtocolError
 from ..schemas import schema_issues
 
@@ -203,9 +204,9 @@ def structured_criterion(spec: dict[str, Any], field: str) -> Criterion:
         pattern = _str_param(spec, "pattern", field, issues, required=True)
         if pattern is not None:
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                issues.append(Issue(f"{field}.pattern", f"not a valid regular expression: {exc}"))
+                patterns.compiled(pattern)
+            except patterns.PatternError as exc:
+                issues.append(Issue(f"{field}.pattern", f"not a regular expression Handoff runs: {exc}"))
         params["pattern"] = pattern
         params["ignore_case"] = bool(spec.get("ignore_case", False))
     elif kind is CriterionKind.WORD_COUNT:
