@@ -45,7 +45,7 @@ PATHS = [
               "context": "The city library was founded in 2011. It has three floors and a rooftop café."},
              {"answer": "2011", "evidence": "The city library was founded in 2011.", "found": True},
              {"answer": "The passage does not say.", "evidence": "", "found": False},
-             "3 of 3 criteria met · 1 field unchecked"),
+             "2 of 2 criteria met · 1 field unchecked · 1 does not apply"),
 ]
 
 
