@@ -114,24 +114,26 @@ class NestedTooDeeply(ValueError):
         super().__init__("it nests arrays or objects too deeply to read")
 
 
-def parse(text: str | bytes, **options: Any) -> Any:
-    """``json.loads(text, **options)``, whose every refusal is a ValueError: the one JSON
-    reader for text that comes from outside (requests, forms, frames, files, tokens)."""
+def refuse_constant(name: str) -> Any:
+    """``json``'s parse_constant: NaN and Infinity are not JSON (RFC 8259), though Python
+    reads them, and SQLite's JSON columns refuse them (a 500 on save)."""
+    raise ValueError(f"{name} is not a JSON number; send a number, or null")
+
+
+def parse(text: str | bytes) -> Any:
+    """``json.loads(text)``, whose every refusal is a ValueError (NaN, Infinity and nesting
+    too deep for Python's parser included): the one JSON reader for text that comes from
+    outside (requests, forms, frames, files, tokens, a model's answer)."""
     try:
-        return json.loads(text, **options)
+        return json.loads(text, parse_constant=refuse_constant)
     except RecursionError:
         raise NestedTooDeeply() from None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number; send a number, or null")
-
-
 def loads(text: str | bytes, field: str = "") -> Any:
-    """:func:`parse`, then the limits: raises ValueError for text that is not JSON (NaN and
-    Infinity included, which Python reads but SQLite's JSON columns refuse: a 500 on
-    save) and :class:`TextLimitError` for a value past them."""
-    value = parse(text, parse_constant=_no_constant)
+    """:func:`parse`, then the limits: raises ValueError for text that is not JSON and
+    :class:`TextLimitError` for a value past them."""
+    value = parse(text)
     if (issue := value_issue(value, field)) is not None:
         raise TextLimitError(issue)
     return value

@@ -217,10 +217,6 @@ def import_limit() -> int:
     return int(settings.HANDOFF_RUN_IMPORT_LIMIT_BYTES)
 
 
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _size_text(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size / 1024:.1f} KB"
 
@@ -244,7 +240,7 @@ def _parse(source: bytes | str | dict[str, Any]) -> Any:
         return source
     try:
         text = source.decode("utf-8-sig") if isinstance(source, bytes) else source
-        document = parse(text, parse_constant=_refuse_constant)
+        document = parse(text)
     except UnicodeDecodeError as exc:
         raise ExportError([f"The file is not UTF-8 text (byte {exc.start}); a run export is "
                            "JSON."]) from None

@@ -108,7 +108,7 @@ def _load(data: dict[str, Any] | str | bytes | bytearray) -> dict[str, Any]:
                                 issues=[Issue("", "not UTF-8 text")]) from None
     if isinstance(data, str):
         try:
-            data = parse(data, parse_constant=_reject_constant)
+            data = parse(data)
         except ValueError as exc:
             raise ProtocolError(
                 ErrorCode.INVALID_PACKET,
@@ -124,10 +124,6 @@ def _load(data: dict[str, Any] | str | bytes | bytearray) -> dict[str, Any]:
                             f"The delegation packet is not valid: {issue.field or 'the packet'} "
                             f"{issue.message}.", issues=[issue])
     return _unwrap_tool_call(data)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _unwrap_tool_call(data: dict[str, Any]) -> dict[str, Any]:

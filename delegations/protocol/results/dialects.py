@@ -3,12 +3,12 @@ envelope, announce, and the canonical form itself (see the package docstring).""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import ErrorCode, Issue
+from ..text_limits import parse
 from .models import (
     ANNOUNCE_STATUSES,
     BLOCK_STATUSES,
@@ -29,7 +29,6 @@ from .reader import (
     invalid_result,
     kind_of,
     pick,
-    reject_constant,
     role_output,
 )
 
@@ -192,7 +191,7 @@ def unwrap_result(data: dict[str, Any], depth: int = 0) -> dict[str, Any]:
         return data
     if isinstance(inner, str):
         try:
-            inner = json.loads(inner, parse_constant=reject_constant)
+            inner = parse(inner)
         except ValueError:
             raise invalid_result("arguments: the tool call's arguments are not valid JSON") from None
     if isinstance(inner, dict):

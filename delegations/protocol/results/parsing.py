@@ -13,10 +13,10 @@ import re
 from typing import Any
 
 from ..errors import ErrorCode, ProtocolError
-from ..text_limits import parse
+from ..text_limits import parse, refuse_constant
 from .dialects import parse_result_dict, unwrap_result
 from .models import ResponsePackage
-from .reader import invalid_result, kind_of, reject_constant
+from .reader import invalid_result, kind_of
 from .result_block import JSON_FENCE, find_result_marker, parse_result_block
 
 MAX_RESULT_CHARS = 1_000_000
@@ -81,7 +81,7 @@ def parse_result_text(text: str) -> ResponsePackage:
                              "block or a JSON envelope")
     if stripped[0] == "{":
         try:
-            data = json.loads(stripped, parse_constant=reject_constant)
+            data = parse(stripped)
         except ValueError:
             data = None
         if isinstance(data, dict):
@@ -103,14 +103,14 @@ def _json_candidates(text: str) -> list[dict[str, Any]]:
     if "```" in text:
         for match in JSON_FENCE.finditer(text):
             try:
-                value = parse(match["body"], parse_constant=reject_constant)
+                value = parse(match["body"])
             except ValueError:
                 continue
             if isinstance(value, dict):
                 found.append(value)
         if found:
             return found
-    decoder = json.JSONDecoder(parse_constant=reject_constant)
+    decoder = json.JSONDecoder(parse_constant=refuse_constant)
     position, attempts = text.find("{"), 0
     while position != -1 and attempts < _MAX_JSON_CANDIDATES:
         attempts += 1

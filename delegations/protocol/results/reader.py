@@ -66,11 +66,6 @@ def kind_of(value: object) -> str:
             list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
-def reject_constant(name: str) -> object:
-    """``json.loads``' parse_constant: NaN and Infinity are not JSON, so a result refuses them."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
 class FieldReader:
     """Collects every problem of one result so they are reported together."""
 

@@ -35,7 +35,6 @@ from .reader import (
     common_fields,
     finish,
     followup_from_text,
-    reject_constant,
     role_output,
 )
 
@@ -215,7 +214,7 @@ def _fenced_output(prose: str, reader: FieldReader) -> tuple[dict[str, Any], dic
         return {}, {}
     for match in JSON_FENCE.finditer(prose):
         try:
-            data = parse(match["body"], parse_constant=reject_constant)
+            data = parse(match["body"])
         except ValueError:
             continue
         if not isinstance(data, dict):
