@@ -91,8 +91,8 @@ def _simulate(data: dict[str, Any], form: RuleForm | None = None) -> dict[str, A
     problems = rule_problems(match=data["match"], effect=data["effect"], comment=data["comment"] or "-",
                              matches_everything=True)
     if problems:
-        for where, messages in problems.items():
-            if form is not None:
+        if form is not None:
+            for where, messages in problems.items():
                 form.add_refusal(where, " ".join(messages), data["match"])
         return None
     draft = ApprovalRule(name=data["name"], match=data["match"], effect=data["effect"], comment=data["comment"])

@@ -322,7 +322,7 @@ def _runs_on_re2(instance: object) -> bool:
 
 
 def _pattern(validator: Any, pattern: str, instance: object, schema: object) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and patterns.search(pattern, str(instance)) is None:
+    if isinstance(instance, str) and patterns.search(pattern, instance) is None:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 

@@ -21,7 +21,7 @@ from django.urls import reverse
 from delegations.models import Approval, Run, RunEvent, RunMessage
 from delegations.protocol.approvals import ApprovalKind, decided_as
 from delegations.protocol.budgets import CONSUMABLE_AXES, fraction_used
-from delegations.protocol.criteria import criteria_summary
+from delegations.protocol.criteria import criteria_summary, report_lists
 from delegations.run_pages.display import (
     AXIS_LABELS,
     budget_amount,
@@ -412,10 +412,8 @@ def criteria_view(report: Any) -> dict[str, Any] | None:
     and its one-line summary (worded again for a report stored before it had one)."""
     if not isinstance(report, dict) or not isinstance(report.get("items"), list):
         return None
-    listed = report.get("fields_unchecked")
-    unchecked = [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
-    return {**report, "items": [item for item in report["items"] if isinstance(item, dict)],
-            "fields_unchecked": unchecked, "summary": criteria_summary(report)}
+    items, unchecked = report_lists(report)
+    return {**report, "items": items, "fields_unchecked": unchecked, "summary": criteria_summary(report)}
 
 
 def findings_view(run: Run) -> list[dict[str, Any]]:

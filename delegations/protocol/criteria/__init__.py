@@ -20,6 +20,7 @@ from .evaluation import (
     locate,
     missing_inputs,
     percent,
+    report_lists,
     resolve,
     result_text,
     unchecked_fields,
@@ -39,6 +40,5 @@ __all__ = [
     "CANNOT_SCORE", "GROUNDING_KINDS", "LABEL_SCORES", "TYPE_ALIASES", "CriteriaReport", "Criterion",
     "CriterionKind", "CriterionResult", "check", "criteria_summary", "criterion_issues", "criterion_reading", "describe",
     "evaluate_criteria", "label_score", "locate", "missing_inputs", "output_field", "parse_criterion", "percent",
-    "readable_criteria",
-    "resolve", "result_text", "unchecked_fields", "value_has_type",
+    "readable_criteria", "report_lists", "resolve", "result_text", "unchecked_fields", "value_has_type",
 ]

@@ -100,9 +100,8 @@ def criteria_summary(report: dict[str, Any]) -> str:
     """How a criteria report reads in one line: "all met" only when every criterion is met
     and every output field is checked by one; else "2 of 3 criteria met", with "· 1 field
     unchecked" when a field is left to the schema. Works on stored reports too."""
-    every = [item for item in _listed(report, "items") if isinstance(item, dict)]
+    every, unchecked = report_lists(report)
     items = [item for item in every if item.get("applies", True)]
-    unchecked = [name for name in _listed(report, "fields_unchecked") if isinstance(name, str)]
     met = sum(1 for item in items if item.get("met"))
     text = "all met" if met == len(items) and items and not unchecked else f"{met} of {len(items)} criteria met"
     if unchecked:
@@ -114,10 +113,12 @@ def criteria_summary(report: dict[str, Any]) -> str:
 
 
 
-def _listed(report: dict[str, Any], key: str) -> list[Any]:
-    """``report[key]`` when it is a list (a report imported from a file may hold anything)."""
-    value = report.get(key)
-    return value if isinstance(value, list) else []
+def report_lists(report: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """A stored report's items and unchecked field names, those that read as such (a
+    report imported from a file may hold anything)."""
+    items, unchecked = report.get("items"), report.get("fields_unchecked")
+    return ([item for item in items if isinstance(item, dict)] if isinstance(items, list) else [],
+            [name for name in unchecked if isinstance(name, str)] if isinstance(unchecked, list) else [])
 
 
 _MISSING = grounding.MISSING
