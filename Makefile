@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+PROCESSES ?= 1
 PYTEST_ARGS ?=
 
 # A Python 3.12+ interpreter: $PYTHON, python3.13/3.12 on PATH, pyenv's, or python3 if new enough.
@@ -49,7 +50,7 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_builtin_skills
 	$(PY) manage.py ensure_admin
-	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+	$(PY) manage.py serve --host $(HOST) --port $(PORT) --processes $(PROCESSES)
 
 .PHONY: lint
 lint: install

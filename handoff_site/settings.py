@@ -114,6 +114,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channels -------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+HANDOFF_SIBLINGS_HUB = env_str("HANDOFF_SIBLINGS_HUB")   # set by `serve --processes N` for its processes
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -122,13 +123,18 @@ if REDIS_URL:
         }
     }
 else:
-    # The in-memory layer silently drops past its capacity (100 by default): raise it.
+    # The in-memory layer silently drops past its capacity (100 by default): raise it. A
+    # process of `serve --processes N` is given its siblings' hub by the supervisor, and
+    # its layer carries group messages to them (delegations/live/siblings.py).
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels.layers.InMemoryChannelLayer",
             "CONFIG": {"capacity": 20000, "expiry": 60},
         }
     }
+    if HANDOFF_SIBLINGS_HUB:
+        CHANNEL_LAYERS["default"] = {"BACKEND": "delegations.live.siblings.SiblingChannelLayer",
+                                     "CONFIG": {"hub": HANDOFF_SIBLINGS_HUB, "capacity": 20000, "expiry": 60}}
 
 # --- background tasks (django.tasks) ---------------------------------------------------
 HANDOFF_TASK_BACKEND = env_choice("HANDOFF_TASK_BACKEND", "db", ("db", "rq", "immediate"))
@@ -349,10 +355,13 @@ HANDOFF_TOKEN_WINDOW_S = env_int("HANDOFF_TOKEN_WINDOW_S", 5 * 60, minimum=1)
 HANDOFF_RATE_LIMIT_CACHE = env_str("HANDOFF_RATE_LIMIT_CACHE", "default")
 # A cache every server process shares (the scale-out recipe sets it to its Redis): the
 # limits above then count across processes. Unset, each process has its own memory cache.
+# The processes of `serve --processes N` share one in their database (migration 0019).
 CACHE_URL = env_str("HANDOFF_CACHE_URL")
 if CACHE_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
                           "KEY_PREFIX": "handoff"}}
+elif HANDOFF_SIBLINGS_HUB:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "handoff_cache"}}
 # The proxies (addresses or networks, comma-separated; "*": any) whose X-Forwarded-For and
 # X-Forwarded-Proto `manage.py serve` believes: the client is then the last address a
 # trusted proxy appended. Unset, nobody's: the connecting address is the client, so a

@@ -166,12 +166,18 @@ def serve(database_url: str, log: IO[str], **settings: str) -> tuple[subprocess.
     subprocess on a free loopback port against ``database_url``, ``settings``
     (HANDOFF_LEASE_SECONDS="5", ...) set in its environment (see server_environment): the
     process and its URL, once /api/health answers."""
+    return serve_with(database_url, log, [], settings)
+
+
+def serve_with(database_url: str, log: IO[str], arguments: list[str],
+               settings: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """:func:`serve` with more of serve's arguments (``["--processes", "2"]``)."""
     port = _free_port()
     env = server_environment(**{
         "DATABASE_URL": database_url, "HANDOFF_TASK_BACKEND": "db", "HANDOFF_EMBEDDED_WORKER": "1",
         "DJANGO_SETTINGS_MODULE": "handoff_site.settings",
         "HANDOFF_DEFAULT_ADAPTER": os.environ.get("HANDOFF_DEFAULT_ADAPTER", "scripted"), **settings})
-    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), *arguments],
                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

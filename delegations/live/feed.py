@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from delegations.live.siblings import SiblingChannelLayer
 from delegations.protocol import json_text, text_limits
 
 logger = logging.getLogger(__name__)
@@ -224,14 +225,19 @@ def _delivery(messages: list[tuple[str, dict[str, Any]]]
               ) -> tuple[bool, asyncio.AbstractEventLoop | None]:
     """Whether to send at all, and the loop the send must be handed over to (None: send
     from here). Nothing is sent for no messages, nor on the in-memory layer before a
-    consumer of this process has connected (nobody to tell); on the in-memory layer the
-    send goes to the consumers' loop, on any other layer it is made where it is asked."""
+    consumer of this process has connected (nobody here to tell: the sibling processes
+    of ``serve --processes`` are told at once); on the in-memory layer the send goes to
+    the consumers' loop, on any other layer it is made where it is asked."""
     if not messages:
         return False, None
-    if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+    layer = get_channel_layer()
+    if not isinstance(layer, InMemoryChannelLayer):
         return True, None
     loop = _server_loop
     if loop is None or loop.is_closed():
+        if isinstance(layer, SiblingChannelLayer):
+            for group, message in messages:
+                layer.tell_siblings(group, message)
         return False, None
     return True, loop
 

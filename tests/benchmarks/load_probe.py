@@ -17,8 +17,8 @@ of the deployment, read from /proc).
     .venv/bin/python tests/benchmarks/load_probe.py --mode slow            # a 500 ms model, in flight
 
 ``--mode embedded`` starts ``manage.py serve`` (the embedded worker) on a throwaway SQLite
-database, with nothing set but what `make run` sets (``--processes N``: N of them on the
-one database, the clients taking them in turn). ``--mode scaleout`` starts, per worker
+database, with nothing set but what `make run` sets (``--processes N``: ``serve
+--processes N``, N server processes on the one address and database). ``--mode scaleout`` starts, per worker
 count, the stack the scale-out tests use (tests/scaleout/conftest.py: ``serve --no-worker``,
 RQ workers, a Redis of its own) on a throwaway database of the named loopback PostgreSQL.
 ``--mode slow`` points the runs at an OpenAI-compatible stand-in on loopback that answers
@@ -201,10 +201,9 @@ async def one_run(client: Any, auth: dict[str, str], packet: dict[str, Any], ada
         level.not_complete += run["state"] != "COMPLETE"
 
 
-async def drive(base_url: str | list[str], tokens: list[str], clients: int, seconds: float, how: str,
+async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, how: str,
                 adapter: dict[str, Any], pids: list[int]) -> Level:
-    """``clients`` clients (one connection each) for a warm-up and ``seconds``; with several
-    base URLs (server processes) the clients take them in turn."""
+    """``clients`` clients (one connection each, in one pool) for a warm-up and ``seconds``."""
     import httpx
 
     level = Level(clients=clients, seconds=seconds)
@@ -220,12 +219,9 @@ async def drive(base_url: str | list[str], tokens: list[str], clients: int, seco
         level.cpu_s = cpu_seconds(pids) - before
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    urls = [base_url] if isinstance(base_url, str) else base_url
-    async with contextlib.AsyncExitStack() as stack:
-        pools = [await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60, limits=limits))
-                 for url in urls]
-        await asyncio.gather(measure_cpu(), *(client_loop(pools[index % len(pools)], tokens[index], packet,
-                                                          adapter, how, (start, end), level, flight)
+    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
+        await asyncio.gather(measure_cpu(), *(client_loop(client, tokens[index], packet, adapter, how,
+                                                          (start, end), level, flight)
                                               for index in range(clients)))
     return level
 
@@ -290,27 +286,34 @@ def django_on(env: dict[str, str]) -> None:
 class EmbeddedServer:
     """`manage.py serve` as `make run` starts it, on a throwaway SQLite database."""
 
-    def __init__(self, folder: Path, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, folder: Path, extra: dict[str, str] | None = None, *, processes: int = 1) -> None:
+        self.processes = processes
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         keep = ("PATH", "HOME", "LANG", "TMPDIR", "VIRTUAL_ENV")
         self.env = {**{key: os.environ[key] for key in keep if key in os.environ},
                     "HANDOFF_DATA_DIR": str(folder), "SECRET_KEY": "load-probe-secret-not-for-production",
                     "LOG_LEVEL": "WARNING", **(extra or {})}
-        self.log = (folder / f"server-{self.port}.log").open("w")
+        self.log = (folder / "server.log").open("w")
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, *, migrate: bool = True) -> None:
-        if migrate:
-            subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=self.env, check=True)
-        self.process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port)],
+    def start(self) -> None:
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=self.env, check=True)
+        self.process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port),
+                                         *(["--processes", str(self.processes)] if self.processes > 1 else [])],
                                         cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_until(lambda: _healthy(self.url), 60, f"the server (see {self.log.name})")
 
     @property
     def pids(self) -> list[int]:
+        """The server's process and, with ``--processes``, the ones it started."""
         assert self.process is not None
-        return [self.process.pid]
+        pid = self.process.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = []
+        return [pid, *(int(child) for child in children)]
 
     def stop(self) -> None:
         if self.process is not None:
@@ -341,31 +344,23 @@ def wait_until(check: Any, seconds: float, what: str) -> None:
 
 
 def embedded(args: argparse.Namespace) -> list[tuple[str, Level]]:
-    """`make run`'s server; with ``--processes N``, N of them on the one SQLite database
-    (each with its embedded worker, the clients taking them in turn): what more processes
-    would give before anything is shared between them but the database."""
     folder = Path(tempfile.mkdtemp(prefix="handoff-probe-"))
-    servers = [EmbeddedServer(folder) for _ in range(args.processes)]
-    pids: list[int] = []
+    server = EmbeddedServer(folder, processes=args.processes)
     results = []
     try:
-        for index, server in enumerate(servers):
-            server.start(migrate=index == 0)
-            pids += server.pids
-        django_on(servers[0].env)
+        server.start()
+        django_on(server.env)
         levels = [int(count) for count in args.clients.split(",")]
         tokens = setup_users(max(levels))
         add_history(args.history)
         adapter = {"name": "scripted", "config": ONE_TURN}
-        processes = f", {args.processes} processes" if args.processes > 1 else ""
         for clients in levels:
-            level = asyncio.run(drive([server.url for server in servers], tokens, clients, args.seconds,
-                                      args.client, adapter, pids))
+            level = asyncio.run(drive(server.url, tokens, clients, args.seconds, args.client, adapter, server.pids))
+            processes = f", {args.processes} processes" if args.processes > 1 else ""
             results.append((f"embedded{processes}, {clients} client{'s' if clients > 1 else ''}", level))
             report(*results[-1], args)
     finally:
-        for server in servers:
-            server.stop()
+        server.stop()
         shutil.rmtree(folder, ignore_errors=True)
     return results
 
@@ -463,7 +458,7 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=0,
                         help="embedded: finished runs in the database before the first level")
     parser.add_argument("--processes", type=int, default=1,
-                        help="embedded: server processes on the one database, clients taking them in turn")
+                        help="embedded: server processes (serve --processes N)")
     parser.add_argument("--json", action="store_true", help="one JSON line per level")
     args = parser.parse_args()
     {"embedded": embedded, "scaleout": scaleout, "slow": slow}[args.mode](args)

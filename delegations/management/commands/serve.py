@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
+import socket
 import sys
+import tempfile
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +47,15 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-worker", action="store_true",
                             help="Do not start the embedded worker (run `manage.py worker` instead).")
+        parser.add_argument("--processes", type=int, default=1, choices=range(1, 33), metavar="N",
+                            help="Server processes sharing the address and the database, each with its "
+                                 "embedded worker: one process uses one core (default 1).")
+        parser.add_argument("--listen-fd", type=int, help=argparse_suppress())
 
-    def handle(self, *args: Any, host: str, port: int, no_worker: bool, **options: Any) -> None:
+    def handle(self, *args: Any, host: str, port: int, no_worker: bool, processes: int,
+               listen_fd: int | None, **options: Any) -> None:
+        if processes > 1:
+            sys.exit(_supervise(self, host=host, port=port, processes=processes, no_worker=no_worker))
         import uvicorn
 
         from delegations.runs.worker import WorkerThread, settle_heap, uses_database_backend
@@ -56,13 +68,14 @@ class Command(BaseCommand):
             worker.start()
             self.stdout.write(f"Embedded worker {worker.worker_id} started.")
         settle_heap()
-        self.stdout.write(f"Handoff is serving on http://{host}:{port}/ (Ctrl+C to stop).")
+        if listen_fd is None:
+            self.stdout.write(f"Handoff is serving on http://{host}:{port}/ (Ctrl+C to stop).")
         # uvicorn stops gracefully on SIGTERM, then raises the signal again with the handler it
         # found: with Python's default the process died there, before the worker stopped and
         # before exit hooks ran (the last trees' traces were lost). This one exits properly.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
-            uvicorn.Server(config).run()
+            uvicorn.Server(config).run(sockets=None if listen_fd is None else [socket.socket(fileno=listen_fd)])
         finally:
             if worker is not None:
                 worker.stop()
@@ -71,3 +84,69 @@ class Command(BaseCommand):
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     sys.exit(128 + signum)   # the status a shell reports for a process ended by the signal
+
+
+def argparse_suppress() -> str:
+    import argparse
+
+    return argparse.SUPPRESS   # --listen-fd: how the supervisor hands its socket to a process
+
+
+# -- several processes ------------------------------------------------------------------------
+
+def _supervise(command: BaseCommand, *, host: str, port: int, processes: int, no_worker: bool) -> int:
+    """``serve --processes N``: bind the address once, start N ``serve`` processes on it,
+    link their channel layers through a hub in this process (delegations/live/siblings.py),
+    start a process again when one dies, and stop them all on Ctrl+C or SIGTERM. Returns
+    the exit status."""
+    listener = socket.create_server((host, port), backlog=2048)
+    listener.set_inheritable(True)
+    folder = tempfile.mkdtemp(prefix="handoff-siblings-")
+    hub_path = str(Path(folder) / "hub.sock")
+    argv = [sys.executable, sys.argv[0], "serve", "--host", host, "--port", str(port),
+            "--listen-fd", str(listener.fileno()), *(["--no-worker"] if no_worker else [])]
+    env = {**os.environ, "HANDOFF_SIBLINGS_HUB": hub_path}
+    stopping: list[int] = []
+    children: dict[int, asyncio.subprocess.Process] = {}
+
+    async def keep(index: int) -> None:
+        while not stopping:
+            child = children[index] = await asyncio.create_subprocess_exec(
+                *argv, env=env, pass_fds=(listener.fileno(),))
+            status = await child.wait()
+            if stopping:
+                return
+            command.stderr.write(f"Server process {index + 1} (pid {child.pid}) ended with status {status}; "
+                                 "starting it again. Its runs are taken over when their lease runs out.")
+            await asyncio.sleep(1.0)
+
+    async def main() -> int:
+        from delegations.live.siblings import serve_hub
+
+        hub = await serve_hub(hub_path)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+
+        def on_signal(signum: int) -> None:
+            stopping.append(signum)
+            stop.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal, signum)
+        keepers = [asyncio.ensure_future(keep(index)) for index in range(processes)]
+        command.stdout.write(f"Handoff is serving on http://{host}:{port}/ with {processes} processes "
+                             "(Ctrl+C to stop).")
+        await stop.wait()
+        for child in children.values():
+            if child.returncode is None:
+                child.terminate()   # uvicorn stops gracefully on SIGTERM
+        await asyncio.wait(keepers, timeout=20)
+        hub.close()
+        return 128 + signal.SIGTERM if stopping[0] == signal.SIGTERM else 0
+
+    try:
+        return asyncio.run(main())
+    finally:
+        listener.close()
+        Path(hub_path).unlink(missing_ok=True)
+        os.rmdir(folder)
