@@ -123,8 +123,7 @@ def test_each_process_has_its_worker_and_sigterm_stops_them_all(two_processes: t
     assert len(pids) == 2 and process.pid not in pids
     process.terminate()
     assert process.wait(timeout=20) == 143
-    for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    assert not any(_running(pid) for pid in pids)
 
 
 @pytest.mark.slow
@@ -141,3 +140,29 @@ def test_the_processes_count_failed_tokens_and_idempotency_keys_together(
     ids = {httpx.post(f"{url}/api/runs", headers={**composer_api, "Idempotency-Key": "once"}, json=body,
                       timeout=30).json()["id"] for _ in range(8)}
     assert len(ids) == 1, ids
+
+
+@pytest.mark.slow
+def test_a_supervisor_killed_takes_its_processes_with_it(two_processes: tuple[str, Any]) -> None:
+    """Left running, they would keep serving the port with no hub and no one to stop them."""
+    from delegations.models import WorkerHeartbeat
+
+    _, process = two_processes
+    deadline = time.monotonic() + 15
+    while WorkerHeartbeat.objects.filter(kind="embedded").count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pids = set(WorkerHeartbeat.objects.filter(kind="embedded").values_list("pid", flat=True))
+    assert len(pids) == 2
+    process.kill()
+    process.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_running(pid) for pid in pids)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
