@@ -113,13 +113,8 @@ def test_a_waiter_on_either_process_hears_the_run_end(two_processes: tuple[str, 
 
 @pytest.mark.slow
 def test_each_process_has_its_worker_and_sigterm_stops_them_all(two_processes: tuple[str, Any]) -> None:
-    from delegations.models import WorkerHeartbeat
-
     _, process = two_processes
-    deadline = time.monotonic() + 15
-    while WorkerHeartbeat.objects.filter(kind="embedded").count() < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    pids = set(WorkerHeartbeat.objects.filter(kind="embedded").values_list("pid", flat=True))
+    pids = worker_pids()
     assert len(pids) == 2 and process.pid not in pids
     process.terminate()
     assert process.wait(timeout=20) == 143
@@ -145,13 +140,8 @@ def test_the_processes_count_failed_tokens_and_idempotency_keys_together(
 @pytest.mark.slow
 def test_a_supervisor_killed_takes_its_processes_with_it(two_processes: tuple[str, Any]) -> None:
     """Left running, they would keep serving the port with no hub and no one to stop them."""
-    from delegations.models import WorkerHeartbeat
-
     _, process = two_processes
-    deadline = time.monotonic() + 15
-    while WorkerHeartbeat.objects.filter(kind="embedded").count() < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    pids = set(WorkerHeartbeat.objects.filter(kind="embedded").values_list("pid", flat=True))
+    pids = worker_pids()
     assert len(pids) == 2
     process.kill()
     process.wait(timeout=10)
@@ -159,6 +149,17 @@ def test_a_supervisor_killed_takes_its_processes_with_it(two_processes: tuple[st
     while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_running(pid) for pid in pids)
+
+
+def worker_pids() -> set[int]:
+    """The processes whose embedded workers beat (both, once they have started)."""
+    from delegations.models import WorkerHeartbeat
+
+    beating = WorkerHeartbeat.objects.filter(kind="embedded")
+    deadline = time.monotonic() + 15
+    while beating.count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return set(beating.values_list("pid", flat=True))
 
 
 def _running(pid: int) -> bool:
