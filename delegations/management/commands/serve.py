@@ -11,7 +11,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 if TYPE_CHECKING:
     import uvicorn
@@ -98,11 +98,15 @@ def argparse_suppress() -> str:
 
 def _end_with_the_supervisor() -> None:
     """A process of ``serve --processes`` gets SIGTERM when its supervisor dies, however it
-    died (SIGKILL included): left running, it would keep serving the port with no hub."""
+    died (SIGKILL included): left running, it would keep serving the port with no hub.
+    Linux's prctl; elsewhere only a supervisor that stops normally stops its processes."""
     import ctypes
 
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is None:
+        return
     pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    prctl(pr_set_pdeathsig, signal.SIGTERM)
     if os.getppid() == 1:   # it died before the request took effect
         sys.exit(0)
 
@@ -118,7 +122,11 @@ def _supervise(command: BaseCommand, *, host: str, port: int, processes: int, no
     idle took most of the keep-alive connections (8 clients: 46 runs/s against 67 spread).
     This process keeps the sockets, so a process started again finds the connections that
     came meanwhile waiting on its own."""
-    listeners = [socket.create_server((host, port), backlog=2048, reuse_port=True) for _ in range(processes)]
+    try:
+        listeners = [socket.create_server((host, port), backlog=2048, reuse_port=True) for _ in range(processes)]
+    except (OSError, ValueError) as error:
+        raise CommandError(f"Could not listen on {host}:{port} for {processes} processes: {error}. Is another "
+                           "server on that port? Choose another with --port.") from None
     for listener in listeners:
         listener.set_inheritable(True)
     folder = tempfile.mkdtemp(prefix="handoff-siblings-")

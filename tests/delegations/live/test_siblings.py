@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +19,7 @@ import msgpack
 import pytest
 
 from delegations.live.siblings import SiblingChannelLayer, frame, serve_hub
-from tests.conftest import _test_database_url, serve_with, stop_server
+from tests.conftest import ROOT, _test_database_url, serve_with, server_environment, stop_server
 from tests.delegations import scripts
 
 MESSAGE = {"type": "run.events", "texts": ["{}"], "keys": [("r1", 1)], "states": [""]}
@@ -167,3 +169,13 @@ def _running(pid: int) -> bool:
         return "zombie" not in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
+
+
+def test_a_port_in_use_is_said_in_plain_words() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "manage.py", "serve", "--port", str(port), "--processes", "2"],
+                              cwd=ROOT, env=server_environment(DJANGO_SETTINGS_MODULE="handoff_site.settings"),
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"Could not listen on 127.0.0.1:{port} for 2 processes" in done.stderr and "--port" in done.stderr
