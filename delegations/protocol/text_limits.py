@@ -120,12 +120,14 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number; send a number, or null")
 
 
-def parse(text: str | bytes) -> Any:
+def parse(text: str | bytes, *, infinity: bool = False) -> Any:
     """``json.loads(text)``, whose every refusal is a ValueError (NaN, Infinity and nesting
     too deep for Python's parser included): the one JSON reader for text that comes from
-    outside (requests, forms, frames, files, tokens, a model's answer)."""
+    outside (requests, forms, frames, files, tokens, a model's answer). ``infinity`` reads
+    the constants, for text of our own that writes them (a capability token that never
+    expires)."""
     try:
-        return json.loads(text, parse_constant=refuse_constant)
+        return json.loads(text) if infinity else json.loads(text, parse_constant=refuse_constant)
     except RecursionError:
         raise NestedTooDeeply() from None
 
