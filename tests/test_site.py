@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
 
 from delegations.models import APIToken
 from handoff_site import env
@@ -54,6 +55,37 @@ def test_unknown_api_routes_answer_json_404(client):
     response = client.get("/api/no/such/route")
     assert response.status_code == 404
     assert "detail" in response.json()
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+def test_an_unsafe_request_to_an_unknown_api_route_answers_json_404_not_a_csrf_page(method, composer):
+    _, raw = APIToken.issue(user=composer, name="script")
+    client = Client(enforce_csrf_checks=True)
+    response = client.generic(method, "/api/no/such/route", "{}", content_type="application/json",
+                              headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["detail"] == "No API route at /api/no/such/route. See /api/docs."
+
+
+def test_a_browser_post_to_an_unknown_api_route_is_told_the_same(composer):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(composer)
+    response = client.post("/api/runz", "{}", content_type="application/json")
+    assert response.status_code == 404 and "/api/docs" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), [
+    ("DELETE", "/api/health", "GET"),             # a route whose operations are sync
+    ("DELETE", "/api/runs/some-run", "GET"),      # and one with an async operation
+])
+def test_a_known_api_route_answers_a_wrong_method_with_json_405(method, path, allowed, composer):
+    _, raw = APIToken.issue(user=composer, name="script")
+    response = Client().generic(method, path, headers={"Authorization": f"Bearer {raw}"})
+    assert response.status_code == 405
+    assert response["Allow"] == allowed
+    assert response.json()["detail"] == (f"{method} is not allowed on {path}; it answers {allowed}. "
+                                         "See /api/docs.")
 
 
 def test_the_api_answers_401_json_without_credentials(client):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ErrorCode, Issue, ProtocolError
+from .number_limits import Concurrency, Count, Dollars, Seconds
 
 # (budget axis, Usage attribute it is measured by); the order is the order axes are reported.
 CONSUMABLE_AXES: tuple[tuple[str, str], ...] = (
@@ -40,17 +41,6 @@ _UNITS: dict[str, str] = {
 }
 
 
-def _no_bool(value: Any) -> Any:
-    # pydantic's lax mode reads True as 1; a boolean budget is always a mistake.
-    if isinstance(value, bool):
-        raise ValueError("expected a number or null, not a boolean")
-    return value
-
-
-_Count = Annotated[int | None, BeforeValidator(_no_bool)]
-_Amount = Annotated[float | None, BeforeValidator(_no_bool)]
-
-
 class Budget(BaseModel):
     """Resource boundaries of one run. ``None`` on an axis means unlimited.
 
@@ -60,21 +50,21 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_model_calls: _Count = Field(
+    max_model_calls: Count | None = Field(
         default=None, ge=0, validation_alias=AliasChoices("max_model_calls", "maxModelCalls"))
-    max_tokens: _Count = Field(
+    max_tokens: Count | None = Field(
         default=None, ge=0,
         validation_alias=AliasChoices("max_tokens", "maxTokens", "maxTotalTokens"))
-    max_runtime_s: _Amount = Field(
+    max_runtime_s: Seconds | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         validation_alias=AliasChoices("max_runtime_s", "maxRuntimeSeconds", "maxRuntimeS",
                                       "max_runtime_seconds"))
-    max_cost_usd: _Amount = Field(
+    max_cost_usd: Dollars | None = Field(
         default=None, ge=0, allow_inf_nan=False,
         validation_alias=AliasChoices("max_cost_usd", "maxCostUsd", "maxCostUSD"))
-    max_concurrency: _Count = Field(
+    max_concurrency: Concurrency | None = Field(
         default=None, ge=1, validation_alias=AliasChoices("max_concurrency", "maxConcurrency"))
-    max_iterations: _Count = Field(
+    max_iterations: Count | None = Field(
         default=None, ge=0, validation_alias=AliasChoices("max_iterations", "maxIterations"))
 
     @classmethod

@@ -18,6 +18,11 @@ from typing import Any
 from .errors import Issue
 
 MAX_NESTING = 100
+# A message to a run (the API, the run page, MCP, A2A, ``manage.py subagents send``) is a
+# correction or a hint the subagent reads at its next turn, added to its context as it is:
+# 20,000 characters is about 5,000 tokens, more than a hint needs and what a small model's
+# context can spare.
+MAX_MESSAGE_CHARS = 20_000
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -107,7 +107,8 @@ class RetryForm(forms.Form):
 
 
 class MessageForm(forms.Form):
-    text = forms.CharField(max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}),
+    # its length is refused where every way of sending a message is (run_send_message)
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}),
                            error_messages={"required": "Write what the subagent should know."})
 
 

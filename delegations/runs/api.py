@@ -64,7 +64,8 @@ class RunCreateIn(RequestBody):
 
 
 class MessageIn(RequestBody):
-    text: str
+    text: str = Field(description=f"What the subagent should know; at most "
+                                  f"{text_limits.MAX_MESSAGE_CHARS:,} characters.")
 
 
 class RunSummaryOut(Schema):
@@ -439,7 +440,8 @@ def cancel_run(request: HttpRequest, run_id: str) -> dict[str, Any]:
                   summary="Send a message to a running subagent")
 def send_message(request: HttpRequest, run_id: str, body: MessageIn) -> Status[dict[str, Any]]:
     """OpenClaw's ``send``: the text reaches the run as a user message at its next turn. 409
-    when the run already ended."""
+    when the run already ended or a cancel was requested for it; 422 when the text is empty
+    or too long."""
     run = _visible_run(request, run_id, to_act=True)
     message = run_send_message(run=run, text=body.text, sender=request.user)
     return Status(202, {"id": message.pk, "run_id": run.pk, "text": message.text, "queued": True,

@@ -22,6 +22,7 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.lint import rejection_message
 from delegations.protocol.packet import HandoffPacket, parse_packet
 from delegations.protocol.sessions import session_key
+from delegations.protocol.text_limits import MAX_MESSAGE_CHARS
 from delegations.protocol.trace_context import parse_traceparent
 from delegations.refusals import Refusal
 from delegations.runs.cancelling import end_cancelled
@@ -222,11 +223,28 @@ def run_cancel(*, run: Run, reason: str = "") -> Run:
 
 
 def run_send_message(*, run: Run, text: str, sender: Any = None) -> RunMessage:
-    """OpenClaw's ``send``: the text reaches the subagent as a user message at its next turn."""
+    """OpenClaw's ``send``: the text reaches the subagent as a user message at its next turn.
+    Every way in (API, run page, MCP, A2A, ``manage.py subagents send``) sends through here.
+    Refused (422) when empty or longer than MAX_MESSAGE_CHARS, and (409) once the run has
+    ended or a cancel was asked for it or a run above it: a stopping run reads no more."""
     text = text.strip()
     if not text:
         raise RunError("The message is empty; write what the subagent should know.", status=422)
-    run.refresh_from_db(fields=["state"])
-    if run.is_terminal:
-        raise RunError(f"The run already ended ({run.state}); it cannot receive messages.")
-    return RunMessage.objects.create(run=run, text=text, sender=sender)
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise RunError(f"The message is {len(text):,} characters; a message to a run holds at most "
+                       f"{MAX_MESSAGE_CHARS:,} characters. Shorten it, or send it as several "
+                       "messages.", status=422)
+    with transaction.atomic():
+        # the root's lock, as run_cancel takes it: a cancel and a message do not cross
+        list(Run.objects.select_for_update().filter(pk=run.root_run_id).values_list("pk", flat=True))
+        run.refresh_from_db(fields=["state", "cancel_requested_at"])
+        if run.is_terminal:
+            raise RunError(f"The run already ended ({run.state}); it cannot receive messages. "
+                           "Retry it, or start a new run, with what you wanted to say.")
+        if run.cancel_requested_at is not None or Run.objects.filter(
+                pk__in=run.ancestor_ids(), cancel_requested_at__isnull=False).exists():
+            whose = "this run" if run.cancel_requested_at is not None else "a run above this one"
+            raise RunError(f"A cancel was requested for {whose}; it is stopping and reads no more "
+                           "messages. Once it has ended, retry it, or start a new run, with what "
+                           "you wanted to say.")
+        return RunMessage.objects.create(run=run, text=text, sender=sender)

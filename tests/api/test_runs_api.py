@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from delegations.models import Delegation, Run, RunMessage
+from delegations.protocol.text_limits import MAX_MESSAGE_CHARS
 from delegations.runs.workflows import run_create
 from tests.delegations import scripts
 from tests.skills.factories import add_skill
@@ -241,6 +243,32 @@ def test_messages_are_queued_for_a_live_run_and_409_for_a_finished_one(
     finished = client.post(f"/api/runs/{done.pk}/messages", {"text": "hello"},
                            content_type="application/json", headers=composer_api)
     assert finished.status_code == 409
+
+
+def test_a_message_past_the_limit_is_422_naming_it_and_nothing_is_queued(
+        client: Client, composer: Any, composer_api: dict[str, str], queued_tasks: None) -> None:
+    run = run_create(packet=scripts.packet(), adapter="scripted", config=scripts.leaf(), owner=composer)
+    url = f"/api/runs/{run.pk}/messages"
+    response = client.post(url, {"text": "x" * (MAX_MESSAGE_CHARS + 1)}, content_type="application/json",
+                           headers=composer_api)
+    assert response.status_code == 422
+    assert f"at most {MAX_MESSAGE_CHARS:,} characters" in response.json()["detail"]
+    assert not RunMessage.objects.exists()
+    at_the_limit = client.post(url, {"text": "x" * MAX_MESSAGE_CHARS}, content_type="application/json",
+                               headers=composer_api)
+    assert at_the_limit.status_code == 202
+
+
+def test_a_message_to_a_run_being_cancelled_is_409_saying_so(
+        client: Client, composer: Any, composer_api: dict[str, str], queued_tasks: None) -> None:
+    run = run_create(packet=scripts.packet(), adapter="scripted", config=scripts.leaf(), owner=composer)
+    # as when a worker holds the run: the cancel is asked for and the run stops at its next check
+    Run.objects.filter(pk=run.pk).update(cancel_requested_at=timezone.now())
+    response = client.post(f"/api/runs/{run.pk}/messages", {"text": "Keep the backup."},
+                           content_type="application/json", headers=composer_api)
+    assert response.status_code == 409
+    assert "A cancel was requested for this run" in response.json()["detail"]
+    assert not RunMessage.objects.exists()
 
 
 def test_retry_starts_a_new_attempt_with_the_previous_failure(

@@ -25,6 +25,7 @@ from delegations.protocol.budgets import (
     used,
 )
 from delegations.protocol.errors import ErrorCode, ProtocolError
+from delegations.protocol.number_limits import MAX_COST_USD, MAX_SECONDS
 
 # -- Budget ---------------------------------------------------------------------------------
 
@@ -181,10 +182,11 @@ def test_exceeds_does_not_count_an_unset_request_or_an_unlimited_parent() -> Non
 
 
 limits = st.one_of(st.none(), st.integers(min_value=0, max_value=10**9))
-amounts = st.one_of(st.none(), st.floats(min_value=0, max_value=1e6, allow_nan=False))
+amounts = st.one_of(st.none(), st.floats(min_value=0, max_value=MAX_COST_USD, allow_nan=False))
+seconds = st.one_of(st.none(), st.floats(min_value=0, max_value=MAX_SECONDS, allow_nan=False))
 budgets = st.builds(
     Budget,
-    max_model_calls=limits, max_tokens=limits, max_runtime_s=amounts, max_cost_usd=amounts,
+    max_model_calls=limits, max_tokens=limits, max_runtime_s=seconds, max_cost_usd=amounts,
     max_concurrency=st.one_of(st.none(), st.integers(min_value=1, max_value=64)),
     max_iterations=limits,
 )

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from delegations.protocol.budgets import Budget
 from delegations.protocol.errors import ErrorCode, ProtocolError
+from delegations.protocol.number_limits import MAX_SECONDS
 from delegations.protocol.packet import (
     HandoffPacket,
     PreviousFailure,
@@ -389,6 +390,61 @@ def test_it_lists_every_problem_with_its_field_path() -> None:
     assert "name@version" in found["skill"]
 
 
+@pytest.mark.parametrize(("packet", "field"), [
+    ({"timeout_s": True}, "timeout_s"),
+    ({"runTimeoutSeconds": True}, "runTimeoutSeconds"),
+    ({"budget": {"max_tokens": False}}, "budget.max_tokens"),
+    ({"metadata": {"priority": True}}, "metadata.priority"),
+])
+def test_a_boolean_is_not_read_as_a_number(packet: dict[str, Any], field: str) -> None:
+    assert issues_of({"goal": "g", **packet})[field].startswith("must be a number, not true/false")
+
+
+@pytest.mark.parametrize(("packet", "field"), [
+    ({"timeout_s": "120"}, "timeout_s"),
+    ({"max_iterations": "5"}, "max_iterations"),
+    ({"budget": {"max_tokens": "5000"}}, "budget.max_tokens"),
+    ({"budget": {"maxCostUsd": "0.5"}}, "budget.maxCostUsd"),
+    ({"max_runtime_s": "60"}, "max_runtime_s"),
+    ({"max_depth": "3"}, "max_depth"),
+    ({"metadata": {"attempt": "2"}}, "metadata.attempt"),
+    ({"previous_failure": {"attempt_number": "2"}}, "previous_failure.attempt_number"),
+])
+def test_a_number_in_quotes_is_refused_saying_to_write_it_without(packet: dict[str, Any], field: str) -> None:
+    message = issues_of({"goal": "g", **packet})[field]
+    assert message.startswith("must be a number written without quotes, not text")
+
+
+@pytest.mark.parametrize(("packet", "field", "most"), [
+    ({"timeout_s": 86_401}, "timeout_s", "86,400"),
+    ({"timeout_s": 1e308}, "timeout_s", "86,400"),
+    ({"timeoutMs": 86_400_001}, "timeoutMs", "86,400,000 milliseconds"),
+    ({"budget": {"max_runtime_s": 10**6}}, "budget.max_runtime_s", "86,400"),
+    ({"budget": {"max_tokens": 10**30}}, "budget.max_tokens", "1,000,000,000"),
+    ({"budget": {"max_model_calls": 10**9 + 1}}, "budget.max_model_calls", "1,000,000,000"),
+    ({"budget": {"max_cost_usd": 1e308}}, "budget.max_cost_usd", "1,000,000"),
+    ({"budget": {"max_concurrency": 10**6}}, "budget.max_concurrency", "1,000"),
+    ({"budget": {"max_iterations": 10**30}}, "budget.max_iterations", "1,000,000,000"),
+    ({"max_iterations": 10**30}, "max_iterations", "1,000,000,000"),
+    ({"depth": 10**30}, "depth", "100"),
+    ({"max_depth": 101}, "max_depth", "100"),
+    ({"metadata": {"attempt": 10**30, "priority": -10**30}}, "metadata.attempt", "1,000,000,000"),
+    ({"metadata": {"priority": 10**30}}, "metadata.priority", "1,000,000,000"),
+])
+def test_a_number_past_its_bound_is_refused_naming_the_bound(packet: dict[str, Any], field: str,
+                                                             most: str) -> None:
+    assert issues_of({"goal": "g", **packet})[field].startswith(f"must be at most {most}")
+
+
+def test_numbers_at_their_bounds_are_taken() -> None:
+    packet = parse_packet({"goal": "g", "timeout_s": 86_400, "max_iterations": 10**9, "max_depth": 100,
+                           "budget": {"max_tokens": 10**9, "max_model_calls": 10**9,
+                                      "max_runtime_s": 86_400, "max_cost_usd": 10**6,
+                                      "max_concurrency": 1_000, "max_iterations": 10**9}})
+    assert packet.timeout_s == 86_400 and packet.budget.max_tokens == 10**9
+    assert packet.budget.max_cost_usd == 10**6 and packet.max_depth == 100
+
+
 def test_the_error_message_says_how_many_problems_and_the_first() -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_packet({"cleanup": "archive", "depth": -1})
@@ -497,7 +553,7 @@ _json = st.recursive(_json_leaf, lambda inner: st.lists(inner, max_size=3)
                      | st.dictionaries(_text, inner, max_size=3), max_leaves=10)
 _budget = st.fixed_dictionaries({}, optional={
     "max_model_calls": st.integers(0, 1000), "max_tokens": st.integers(0, 10**6),
-    "max_runtime_s": st.floats(0, 10**5), "max_cost_usd": st.floats(0, 100),
+    "max_runtime_s": st.floats(0, MAX_SECONDS), "max_cost_usd": st.floats(0, 100),
     "max_concurrency": st.integers(1, 8), "max_iterations": st.integers(0, 50)})
 _criteria = st.lists(st.sampled_from(["Tests pass", "Word count > 500", "Do a good job",
                                       "JSON is schema-valid", "Include at least 2 sources"]),
@@ -510,7 +566,7 @@ _packets = st.fixed_dictionaries({}, optional={
     "input_data": st.dictionaries(_text, _json, max_size=4),
     "max_iterations": st.integers(1, 20),
     "success_criteria": _criteria,
-    "timeout_s": st.floats(0.001, 10**5),
+    "timeout_s": st.floats(0.001, MAX_SECONDS),
     "budget": _budget,
     "capabilities": st.lists(st.sampled_from(["fs_read", "fs_write", "network_outbound"]),
                              max_size=3),

@@ -82,7 +82,8 @@ class CancelParams(msgspec.Struct, forbid_unknown_fields=True):
 
 class MessageParams(msgspec.Struct, forbid_unknown_fields=True):
     run_id: RunId
-    text: Annotated[str, about("What the run's subagent should know.")]
+    text: Annotated[str, about(f"What the run's subagent should know; at most "
+                               f"{text_limits.MAX_MESSAGE_CHARS:,} characters.")]
 
 
 class AnswerParams(msgspec.Struct, forbid_unknown_fields=True):
@@ -340,7 +341,7 @@ def cancel_run(request: HttpRequest, params: CancelParams) -> dict[str, Any]:
 def send_message(request: HttpRequest, params: MessageParams) -> dict[str, Any]:
     run = _readable_run(request, params.run_id, to_act=True)
     try:
-        message = run_send_message(run=run, text=params.text[:10000], sender=request.user)
+        message = run_send_message(run=run, text=params.text, sender=request.user)
     except Refusal as exc:
         raise ToolError(exc.message) from None
     log_call(request, "send_message", run=run.pk)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..budgets import Budget
+from ..number_limits import Count, Depth, Number, Seconds
 
 
 class SubagentType(StrEnum):
@@ -47,15 +48,6 @@ ReviewDepth = Literal["full", "standard", "lightweight"]
 Phase = Literal["init", "research", "plan", "critique", "execute", "verify", "complete"]
 
 
-def _no_bool(value: Any) -> Any:
-    # pydantic's lax mode reads True as 1; a boolean count is always a mistake.
-    if isinstance(value, bool):
-        raise ValueError("expected a number, not true/false")
-    return value
-
-
-Count = Annotated[int, BeforeValidator(_no_bool)]
-Number = Annotated[int | float, BeforeValidator(_no_bool)]
 Criterion = str | dict[str, Any]
 
 
@@ -225,11 +217,11 @@ class HandoffPacket(BaseModel):
     # delegation contracts
     expected_output_schema: dict[str, Any] | None = None
     allowed_inputs: list[str] | None = None
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: Seconds | None = Field(default=None, gt=0)
     budget: Budget = _NO_BUDGET
     capabilities: list[str] = Field(default_factory=list)
-    depth: Count = Field(default=0, ge=0)
-    max_depth: Count = Field(default=3, ge=0)
+    depth: Depth = Field(default=0, ge=0)
+    max_depth: Depth = Field(default=3, ge=0)
     allow_nested: bool = False
     # OpenClaw sub-agents' sessions_spawn
     label: str | None = None

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..budgets import BUDGET_AXES, Budget
 from ..errors import Issue
+from ..number_limits import MAX_SECONDS
 from .models import ROLE_PARAMS_FIELDS, Criterion, HandoffPacket
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -133,6 +134,11 @@ class Normalizer:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.issues.append(Issue(source, (
                 f"must be a number of milliseconds (got {short_repr(value)})")))
+            return None
+        if value > MAX_SECONDS * 1000:   # said here, in the unit the input used
+            self.issues.append(Issue(source, (
+                f"must be at most {MAX_SECONDS * 1000:,} milliseconds (a day; got "
+                f"{short_repr(value)})")))
             return None
         return value / 1000
 

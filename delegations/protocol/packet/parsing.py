@@ -285,6 +285,8 @@ def _message(path: str, errors: list[ErrorDetails]) -> str:
     if path in _FIELD_HINTS and kind == "string_pattern_mismatch":
         return f"{_FIELD_HINTS[path]} (got {short_repr(error.get('input'))})"
     got = f" (got {short_repr(error.get('input'))})" if "input" in error else ""
+    if kind == "less_than_equal":   # the bounds of number_limits.py, said as a person reads them
+        return f"must be at most {_figure(error['ctx']['le'])}{got}"
     if len(errors) > 1:
         kinds = [_EXPECTED_KIND.get(item["type"]) for item in errors]
         named = [k for k in dict.fromkeys(kinds) if k]
@@ -298,3 +300,8 @@ def _message(path: str, errors: list[ErrorDetails]) -> str:
             text = replacement + text[len(prefix):]
             break
     return f"{text}{got}"
+
+
+def _figure(value: float) -> str:
+    """86400.0 -> "86,400"."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"

@@ -513,6 +513,15 @@ def test_a_message_to_a_finished_run_is_refused(composer_client, composer):
     assert not RunMessage.objects.exists()
 
 
+def test_a_message_to_a_run_being_cancelled_or_under_one_is_refused(composer_client, composer):
+    root = make_run(composer, state="WORKING", cancel_requested_at=timezone.now())
+    child = make_run(composer, state="WORKING", parent=root, root_id=root.pk)
+    for run, whose in ((root, "this run"), (child, "a run above this one")):
+        response = composer_client.post(f"/runs/{run.pk}/messages/", {"text": "Hello?"}, follow=True)
+        assert f"A cancel was requested for {whose}; it is stopping" in response.content.decode()
+    assert not RunMessage.objects.exists()
+
+
 def test_an_empty_message_is_refused(composer_client, composer):
     run = make_run(composer, state="WORKING")
     response = composer_client.post(f"/runs/{run.pk}/messages/", {"text": ""}, follow=True)
