@@ -13,7 +13,8 @@ The rules, in the order they are checked:
 - what: the decision must be one the item's kind allows (``allowed_decisions``), with what
   it needs (a rejection's comment, an answer, edited arguments valid against the tool's
   schema, a review's corrected values valid against their fields' schemas, a raised budget
-  within the parent's remainder) (422, every problem listed).
+  on the limit the item asks about only and within the parent's remainder) (422, every
+  problem listed).
 
 Approval rules (``delegations.inbox.rules``) decide through :func:`approval_decide_by_rule`,
 which records as a click does with the rule in the audit; a rule that requires two
@@ -213,6 +214,23 @@ def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer:
                        status=422)
     if budget_limit is not None and (approval.kind != ApprovalKind.BUDGET or choice != Decision.APPROVE):
         raise Refusal("budget_limit goes with approve on a budget item only.", status=422)
+    if budget_limit is not None:
+        _check_budget_axis(approval, budget_limit)
+
+
+def _check_budget_axis(approval: Approval, budget_limit: dict[str, Any]) -> None:
+    """422 for a raise on another limit than the one the item asks about: whoever approves
+    saw the figures of that limit only, so a raise elsewhere would be granted unseen."""
+    axis = approval.budget_axis
+    others = sorted(name for name in budget_limit if name != axis)
+    if not others:
+        return
+    if axis is None:
+        raise Refusal("This budget item does not say which limit it asks about, so no limit can be "
+                      "raised on it; approve without budget_limit to let the run go on.", status=422)
+    raise Refusal(f"This item asks about {axis}; budget_limit may raise {axis} only, not "
+                  f"{', '.join(others)}. Send {{\"{axis}\": <new limit>}}, or approve without "
+                  f"budget_limit to let the run go on at its current limits.", status=422)
 
 
 def run_budgets(runs: Sequence[Run]) -> dict[str, tuple[Budget, Usage]]:

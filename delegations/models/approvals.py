@@ -142,6 +142,13 @@ class Approval(models.Model):
         return max(self.expires_at - timezone.now(), timedelta(0))
 
     @property
+    def budget_axis(self) -> str | None:
+        """The limit a budget item asks about (``max_tokens``...), as the runner put it in
+        the payload; None for other kinds or a payload without one."""
+        axis = self.payload.get("axis") if isinstance(self.payload, dict) else None
+        return axis if self.kind == ApprovalKind.BUDGET and isinstance(axis, str) and axis else None
+
+    @property
     def allowed(self) -> tuple[Decision, ...]:
         """The decisions a person may take on this kind of item."""
         return allowed_decisions(self.kind)
