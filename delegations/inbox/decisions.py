@@ -30,11 +30,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from delegations.accounts.roles import can_approve
+from delegations.accounts.roles import decider_refusal
 from delegations.live import feed
 from delegations.models import (
     Approval,
@@ -62,14 +61,6 @@ from delegations.refusals import Refusal
 from delegations.runs.maintenance import approval_expire
 from delegations.runs.queue import enqueue_run
 
-NOT_AN_APPROVER = ("Deciding needs the approver role: ask an admin to add you to the "
-                   "“approvers” group, or ask an approver to decide.")
-OWN_RUN = ("You started this run; someone else must decide its inbox items "
-           "(HANDOFF_ALLOW_SELF_APPROVAL is off). Ask another approver, or add one: Admin → "
-           "Users, with the “approvers” group. On a machine only you use, start Handoff with "
-           "HANDOFF_ALLOW_SELF_APPROVAL=1 to decide your own runs' items.")
-
-
 # -- who and when ------------------------------------------------------------------------
 
 def decide_refusal(user: Any, approval: Approval) -> str | None:
@@ -83,23 +74,8 @@ def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> Refu
     closed = closed_reason(approval, now)
     if closed is not None:
         return Refusal(closed, status=409)
-    if approval.kind == ApprovalKind.CLARIFICATION and owns_run(user, approval.run):
-        return None   # the person who started the run answers its question: an answer grants nothing
-    if not can_approve(user):
-        return Refusal(NOT_AN_APPROVER, status=403)
-    if not settings.HANDOFF_ALLOW_SELF_APPROVAL and owns_run(user, approval.run):
-        return Refusal(OWN_RUN, status=403)
-    return None
-
-
-def owns_run(user: Any, run: Run) -> bool:
-    if run.owner_id is not None and run.owner_id == user.pk:
-        return True
-    if run.root_id is None or run.root_id == run.pk:
-        return False
-    # the root as loaded with the item (select_related("run__root")), else one query
-    root = run.root
-    return root is not None and root.owner_id is not None and root.owner_id == user.pk
+    who = decider_refusal(user, approval)
+    return Refusal(who, status=403) if who is not None else None
 
 
 def _when(moment: datetime | None) -> str:

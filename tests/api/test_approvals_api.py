@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from delegations.inbox.decisions import OWN_RUN
+from delegations.accounts.roles import OWN_RUN
 from delegations.models import Approval, Run
 from delegations.runs.workflows import run_create
 from tests.conftest import bearer
