@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from delegations.accounts.roles import can_compose, visible_approvals
+from delegations.accounts.roles import can_compose, decidable_count
 from delegations.models import Run, WorkerHeartbeat
 from delegations.run_pages.snapshot import result_view
 
@@ -48,7 +48,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "active_runs": active, "active_more": max(0, active_count - len(active)),
         "active_count": active_count, "recent_runs": recent,
-        "pending_approvals": visible_approvals(request.user).pending().count(),
+        "pending_approvals": decidable_count(request.user),
         "usage_today": _usage_today(roots), "workers_alive": WorkerHeartbeat.alive().count(),
         "can_start": can_compose(request.user),
     }

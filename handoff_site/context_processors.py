@@ -5,7 +5,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import reverse
 
-from delegations.accounts.roles import visible_approvals
+from delegations.accounts.roles import decidable_count
 
 # (label, url name, section key)
 NAVIGATION = [
@@ -17,10 +17,6 @@ NAVIGATION = [
 ]
 
 
-def _pending_approvals(request: HttpRequest) -> int:
-    return int(visible_approvals(request.user).pending().count())
-
-
 def navigation(request: HttpRequest) -> dict[str, Any]:
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
@@ -29,4 +25,4 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     current = next((item["key"] for item in sorted(items, key=lambda i: -len(i["url"]))
                     if request.path.startswith(item["url"]) and item["url"] != "/"), "dashboard")
     return {"nav_items": items, "nav_current": current,
-            "inbox_pending": _pending_approvals(request)}
+            "inbox_pending": decidable_count(request.user)}

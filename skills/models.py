@@ -31,6 +31,7 @@ from delegations.protocol.manifest import (
     EntryPointKind,
     SemVer,
     SkillManifest,
+    bundle_path_problem,
     bundle_zip,
     latest_version,
     manifest_json,
@@ -458,7 +459,10 @@ class Skill(models.Model):
 
     def export_bundle_zip(self) -> bytes:
         """manifest.json, the entry point's instruction file and every other bundle file."""
-        files: dict[str, bytes | str] = {row.path: bytes(row.content) for row in self.files.all()}
+        # a file stored before bundle names were checked, under a name refused now (.git/...),
+        # is left out rather than handed on
+        files: dict[str, bytes | str] = {row.path: bytes(row.content) for row in self.files.all()
+                                         if bundle_path_problem(row.path) is None}
         entry = parse_entry_point(self.entry_point)
         if entry.kind is EntryPointKind.INSTRUCTIONS and entry.path and self.instructions:
             files.setdefault(entry.path, self.instructions)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from delegations.models import Approval, Run
 from delegations.models.approvals import ApprovalQuerySet
 from delegations.models.runs import RunQuerySet
+from delegations.protocol.approvals import ApprovalKind
 
 COMPOSERS = "composers"
 APPROVERS = "approvers"
@@ -63,3 +65,53 @@ def visible_runs(user: Any) -> RunQuerySet:
         return runs
     asking_trees = Approval.objects.annotate(tree=Coalesce("run__root_id", "run_id")).values("tree")
     return runs | Run.objects.filter(Q(pk__in=asking_trees) | Q(root_id__in=asking_trees))
+
+
+# -- who may decide an inbox item ---------------------------------------------------------
+
+NOT_AN_APPROVER = ("Deciding needs the approver role: ask an admin to add you to the "
+                   "“approvers” group, or ask an approver to decide.")
+OWN_RUN = ("You started this run; someone else must decide its inbox items "
+           "(HANDOFF_ALLOW_SELF_APPROVAL is off). Ask another approver, or add one: Admin → "
+           "Users, with the “approvers” group. On a machine only you use, start Handoff with "
+           "HANDOFF_ALLOW_SELF_APPROVAL=1 to decide your own runs' items.")
+
+
+def owns_run(user: Any, run: Run) -> bool:
+    """Whether ``user`` started ``run``: its owner, or the owner of its root (what
+    ``Approval.objects.of_runs_owned_by`` selects in SQL)."""
+    if run.owner_id is not None and run.owner_id == user.pk:
+        return True
+    if run.root_id is None or run.root_id == run.pk:
+        return False
+    # the root as loaded with the item (select_related("run__root")), else one query
+    root = run.root
+    return root is not None and root.owner_id is not None and root.owner_id == user.pk
+
+
+def decider_refusal(user: Any, approval: Approval) -> str | None:
+    """Why ``user`` may not decide ``approval`` whatever its state (their role, or the run
+    being their own), else None. Deciding (the inbox, the API) asks it of one item, the
+    pending counts (dashboard, nav badge, inbox socket) of each kind at once."""
+    return _decider_refusal(user, approval.kind, owns=owns_run(user, approval.run))
+
+
+def _decider_refusal(user: Any, kind: str, *, owns: bool) -> str | None:
+    """The one rule of who decides: only approvers, and nobody an item of a run they started
+    unless ``HANDOFF_ALLOW_SELF_APPROVAL`` is on; a clarification is the exception: the
+    person who started the run answers its question (an answer grants nothing)."""
+    if kind == ApprovalKind.CLARIFICATION and owns:
+        return None
+    if not can_approve(user):
+        return NOT_AN_APPROVER
+    if not settings.HANDOFF_ALLOW_SELF_APPROVAL and owns:
+        return OWN_RUN
+    return None
+
+
+def decidable_count(user: Any) -> int:
+    """How many inbox items ``user`` may decide now: pending, before their deadline, and
+    allowed by the rule above. One grouped query (per kind, raised by their runs or not):
+    loading the items to ask of each took 80 ms with 2,000 pending, on every page's nav."""
+    tally = visible_approvals(user).awaiting().tally_by_kind(user)
+    return sum(count for kind, owns, count in tally if _decider_refusal(user, kind, owns=owns) is None)

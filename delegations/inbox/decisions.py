@@ -13,7 +13,8 @@ The rules, in the order they are checked:
 - what: the decision must be one the item's kind allows (``allowed_decisions``), with what
   it needs (a rejection's comment, an answer, edited arguments valid against the tool's
   schema, a review's corrected values valid against their fields' schemas, a raised budget
-  within the parent's remainder) (422, every problem listed).
+  on the limit the item asks about only and within the parent's remainder) (422, every
+  problem listed).
 
 Approval rules (``delegations.inbox.rules``) decide through :func:`approval_decide_by_rule`,
 which records as a click does with the rule in the audit; a rule that requires two
@@ -29,11 +30,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from delegations.accounts.roles import can_approve
+from delegations.accounts.roles import decider_refusal
 from delegations.live import feed
 from delegations.models import (
     Approval,
@@ -61,14 +61,6 @@ from delegations.refusals import Refusal
 from delegations.runs.maintenance import approval_expire
 from delegations.runs.queue import enqueue_run
 
-NOT_AN_APPROVER = ("Deciding needs the approver role: ask an admin to add you to the "
-                   "“approvers” group, or ask an approver to decide.")
-OWN_RUN = ("You started this run; someone else must decide its inbox items "
-           "(HANDOFF_ALLOW_SELF_APPROVAL is off). Ask another approver, or add one: Admin → "
-           "Users, with the “approvers” group. On a machine only you use, start Handoff with "
-           "HANDOFF_ALLOW_SELF_APPROVAL=1 to decide your own runs' items.")
-
-
 # -- who and when ------------------------------------------------------------------------
 
 def decide_refusal(user: Any, approval: Approval) -> str | None:
@@ -82,23 +74,8 @@ def _refusal(user: Any, approval: Approval, now: datetime | None = None) -> Refu
     closed = closed_reason(approval, now)
     if closed is not None:
         return Refusal(closed, status=409)
-    if approval.kind == ApprovalKind.CLARIFICATION and owns_run(user, approval.run):
-        return None   # the person who started the run answers its question: an answer grants nothing
-    if not can_approve(user):
-        return Refusal(NOT_AN_APPROVER, status=403)
-    if not settings.HANDOFF_ALLOW_SELF_APPROVAL and owns_run(user, approval.run):
-        return Refusal(OWN_RUN, status=403)
-    return None
-
-
-def owns_run(user: Any, run: Run) -> bool:
-    if run.owner_id is not None and run.owner_id == user.pk:
-        return True
-    if run.root_id is None or run.root_id == run.pk:
-        return False
-    # the root as loaded with the item (select_related("run__root")), else one query
-    root = run.root
-    return root is not None and root.owner_id is not None and root.owner_id == user.pk
+    who = decider_refusal(user, approval)
+    return Refusal(who, status=403) if who is not None else None
 
 
 def _when(moment: datetime | None) -> str:
@@ -213,6 +190,23 @@ def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer:
                        status=422)
     if budget_limit is not None and (approval.kind != ApprovalKind.BUDGET or choice != Decision.APPROVE):
         raise Refusal("budget_limit goes with approve on a budget item only.", status=422)
+    if budget_limit is not None:
+        _check_budget_axis(approval, budget_limit)
+
+
+def _check_budget_axis(approval: Approval, budget_limit: dict[str, Any]) -> None:
+    """422 for a raise on another limit than the one the item asks about: whoever approves
+    saw the figures of that limit only, so a raise elsewhere would be granted unseen."""
+    axis = approval.budget_axis
+    others = sorted(name for name in budget_limit if name != axis)
+    if not others:
+        return
+    if axis is None:
+        raise Refusal("This budget item does not say which limit it asks about, so no limit can be "
+                      "raised on it; approve without budget_limit to let the run go on.", status=422)
+    raise Refusal(f"This item asks about {axis}; budget_limit may raise {axis} only, not "
+                  f"{', '.join(others)}. Send {{\"{axis}\": <new limit>}}, or approve without "
+                  f"budget_limit to let the run go on at its current limits.", status=422)
 
 
 def run_budgets(runs: Sequence[Run]) -> dict[str, tuple[Budget, Usage]]:

@@ -21,12 +21,12 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from delegations.accounts.roles import can_approve, can_write_rules
+from delegations.accounts.roles import can_approve, can_write_rules, owns_run
 from delegations.models import Approval, ApprovalRule, RuleEffect, Run
 from delegations.protocol.approvals import ApprovalKind, ancestors_left
 from delegations.protocol.capabilities import TOOL_CAPABILITY
 
-from .decisions import approval_decide_by_rule, owns_run, run_budgets
+from .decisions import approval_decide_by_rule, run_budgets
 from .rules import BUDGET_AXES, RULE_KINDS, ItemFacts, deciding_rule, review_facts, split_skill
 
 logger = logging.getLogger(__name__)

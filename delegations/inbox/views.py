@@ -149,8 +149,8 @@ def inbox_history(request: HttpRequest) -> HttpResponse:
 
 def _budget_limit(approval: Approval, raised: float | None) -> dict[str, Any] | None:
     """The raised limit of a budget item's axis, as the decision takes it."""
-    axis = (approval.payload or {}).get("axis") if isinstance(approval.payload, dict) else None
-    if raised is None or approval.kind != "budget" or not isinstance(axis, str):
+    axis = approval.budget_axis
+    if raised is None or axis is None:
         return None
     return {axis: int(raised) if raised.is_integer() and axis != "max_cost_usd" else raised}
 

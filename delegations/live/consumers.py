@@ -11,9 +11,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db.models import Max, Q
 
-from delegations.accounts.roles import can_approve, visible_runs
+from delegations.accounts.roles import can_approve, decidable_count, visible_runs
 from delegations.live import feed
-from delegations.models import Approval, RunEvent
+from delegations.models import RunEvent
 from delegations.protocol import text_limits
 
 logger = logging.getLogger(__name__)
@@ -295,8 +295,22 @@ class RunConsumer(_JsonFramesConsumer):
             await self.send(text_data=text)
 
 
+# the notices of one burst (a batch decision, a run's items cancelled at once) arrive within
+# this and share one count per viewer; a badge a fifth of a second late goes unnoticed
+INBOX_RECOUNT_DELAY_S = 0.2
+
+
 class InboxConsumer(_JsonFramesConsumer):
-    """/ws/inbox/: ``approval.created`` and ``approval.decided`` notices for approvers."""
+    """/ws/inbox/: ``approval.created`` and ``approval.decided`` (``.expired``,
+    ``.cancelled``) notices for approvers, each followed by ``inbox.count``: the number of
+    items this viewer may decide, which differs per person (nobody decides their own runs'
+    items), so each socket recounts its own. Recounts do not pile up: while one runs, the
+    notices that arrive within :data:`INBOX_RECOUNT_DELAY_S` share one (a burst of twenty
+    decisions costs each viewer one count, not twenty)."""
+
+    user: Any = None
+    recount_due = False
+    recounting: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         feed.register_consumer_loop()
@@ -310,18 +324,42 @@ class InboxConsumer(_JsonFramesConsumer):
             await self.accept()
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        self.user = user
         await self.channel_layer.group_add(feed.INBOX_GROUP, self.channel_name)
         self.groups.append(feed.INBOX_GROUP)
         await self.accept()
         await self.send_json({"type": "inbox.synced", "pending": pending})
 
+    async def disconnect(self, code: int) -> None:
+        if self.recounting is not None:
+            self.recounting.cancel()
+
     async def inbox_event(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": message["event"], "approval": message["approval"]})
+        self.recount_due = True
+        if self.recounting is None or self.recounting.done():
+            self.recounting = asyncio.create_task(self._send_count())
+
+    async def _send_count(self) -> None:
+        try:
+            while self.recount_due:
+                await asyncio.sleep(INBOX_RECOUNT_DELAY_S)
+                self.recount_due = False
+                pending = await _pending_for(self.user)
+                await self.send_json({"type": "inbox.count", "pending": pending})
+        except Exception:
+            # the socket went away meanwhile (its disconnect ends the task)
+            logger.debug("Inbox count for a closed socket dropped", exc_info=True)
 
 
 @database_sync_to_async
 def _inbox_access(user: Any) -> int | None:
-    """The pending count for an approver (or staff), None for anyone else."""
+    """The count of items an approver (or staff) may decide, None for anyone else."""
     if not (user.is_staff or can_approve(user)):
         return None
-    return int(Approval.objects.pending().count())
+    return decidable_count(user)
+
+
+@database_sync_to_async
+def _pending_for(user: Any) -> int:
+    return decidable_count(user)

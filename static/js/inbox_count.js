@@ -1,9 +1,9 @@
 /* Live pending count in the nav: follows /ws/inbox/ and keeps #inbox-count current.
  *
  * Without this script the badge shows the count rendered with the page. With it:
- *  - `inbox.synced` (sent on every connect) sets the count;
- *  - `approval.created` adds one; `approval.decided`, `approval.expired` and
- *    `approval.cancelled` take one off;
+ *  - `inbox.synced` (sent on every connect) and `inbox.count` (after the notices of
+ *    items created or closed) set the count: the server counts the items this viewer may
+ *    decide, so an item of their own run or one needing a role they lack never counts;
  *  - every frame is passed on as an `inbox:frame` event on document, and the socket's
  *    state as `inbox:socket` ({status: live | reconnecting | offline}), so the inbox page
  *    (inbox.js) follows the same socket instead of opening a second one;
@@ -18,7 +18,6 @@
 
   var SOCKET_PATH = "/ws/inbox/";
   var FINAL_CLOSES = { 4401: true, 4403: true, 4404: true };
-  var LEAVING = { "approval.decided": true, "approval.expired": true, "approval.cancelled": true };
   var MAX_BACKOFF_MS = 30000;
   var PING_EVERY_MS = 25000;
 
@@ -46,10 +45,8 @@
       // a reconnect, or items that came or went between the page's render and this socket
       frame.missed = connects > 1 || frame.pending !== renderedCount;
       show(frame.pending);
-    } else if (frame.type === "approval.created") {
-      show(count + 1);
-    } else if (LEAVING[frame.type]) {
-      show(count - 1);
+    } else if (frame.type === "inbox.count" && typeof frame.pending === "number") {
+      show(frame.pending);
     }
     announce("inbox:frame", frame);
   }

@@ -7,11 +7,13 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from delegations.inbox.decisions import OWN_RUN
+from delegations.accounts.roles import OWN_RUN
 from delegations.models import Approval, Run
 from delegations.runs.workflows import run_create
 from tests.conftest import bearer
 from tests.delegations import scripts
+from tests.delegations.inbox.test_context import ask
+from tests.delegations.runs.test_run_pages import make_run
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -89,6 +91,25 @@ def test_incomplete_decisions_are_422_and_leave_the_item_pending(
     assert response.status_code == 422 and reason in str(response.json()["detail"])
     approval.refresh_from_db()
     assert approval.status == "pending"
+
+
+@pytest.mark.parametrize("budget_limit", [{"max_model_calls": 500},
+                                          {"max_tokens": 2000, "max_cost_usd": 5.0}])
+def test_a_budget_item_is_not_approved_with_a_raise_on_another_limit_than_it_asks_about(
+        client: Client, composer: Any, approver_api: dict[str, str], queued_tasks: None,
+        budget_limit: dict[str, Any]) -> None:
+    run = make_run(composer, state="AWAITING_APPROVAL")
+    approval = ask(run, "budget", payload={"axis": "max_tokens", "limit": 1000, "used": 850})
+    response = decide(client, approver_api, approval, decision="approve", budget_limit=budget_limit)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert "asks about max_tokens" in detail and "max_tokens" in detail.split("not ")[0]
+    approval.refresh_from_db()
+    assert approval.is_pending and approval.budget_limit is None and approval.decided_by is None
+    run.refresh_from_db()
+    assert run.budget == {"max_model_calls": 10, "max_tokens": 1000, "max_runtime_s": None, "max_cost_usd": 0.5}
+    raised = decide(client, approver_api, approval, decision="approve", budget_limit={"max_tokens": 2000})
+    assert raised.status_code == 200 and raised.json()["budget_limit"] == {"max_tokens": 2000}
 
 
 def test_only_approvers_decide(client: Client, parked: Run, composer_api: dict[str, str],

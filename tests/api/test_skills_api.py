@@ -211,6 +211,18 @@ def test_a_zip_with_path_traversal_is_a_422(client, composer_api):
     assert not Skill.objects.exists()
 
 
+@pytest.mark.parametrize(("name", "reason"), [(".git/config", "version-control folders"),
+                                            ("notes\x1b[31m.md", "control character U+001B")])
+def test_a_zip_with_an_unsafe_file_name_is_a_422_naming_it(client, composer_api, name, reason):
+    response = client.post("/api/skills", data=bundle(extra={name: "x"}),
+                           content_type="application/zip", headers=composer_api)
+    assert response.status_code == 422
+    [issue] = response.json()["issues"]
+    assert issue["message"].startswith(f"entry {name!r}: ") and reason in issue["message"]
+    assert "a relative path such as docs/notes.md" in issue["message"]
+    assert not Skill.objects.exists()
+
+
 def test_a_zip_bomb_is_a_422(client, composer_api):
     response = client.post("/api/skills", data=bundle(extra={"bomb.txt": b"\0" * 3_000_000}),
                            content_type="application/zip", headers=composer_api)

@@ -22,6 +22,7 @@ from delegations.protocol.manifest import (
     load_manifest,
     manifest_json,
 )
+from delegations.protocol.manifest import entry_points as manifest_entry_points
 from delegations.protocol.manifest import sources as manifest_sources
 
 from .protocol_examples import HANDOFF_MANIFEST
@@ -257,7 +258,48 @@ def test_a_broken_zip_is_rejected(tmp_path: Path) -> None:
 ])
 def test_zip_entries_that_leave_the_bundle_are_refused(name: str, reason: str) -> None:
     data = zip_of({"manifest.json": json.dumps(HANDOFF_MANIFEST), name: "x"})
-    assert problems(data) == [("bundle", f"entry {name!r}: {reason}")]
+    assert problems(data) == [("bundle", f"entry {name!r}: {reason}; {manifest_entry_points.BUNDLE_NAMES}")]
+
+
+ALLOWED_NAMES = "a relative path such as docs/notes.md"
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    (".git/config", "version-control folders"), ("docs/.svn/entries", "version-control folders"),
+    (".Git/hooks/post-checkout", "version-control folders"),
+    ("notes\x01.md", "control character U+0001"), ("notes\x7f.md", "control character U+007F"),
+    ("evil\u202egpj.md", "control character U+202E"),
+    ("docs//notes.md", "empty and '.' parts"), ("./notes.md", "empty and '.' parts"),
+])
+def test_zip_entries_with_unsafe_names_are_refused_saying_what_names_are_allowed(name: str, reason: str) -> None:
+    data = zip_of({"manifest.json": json.dumps(HANDOFF_MANIFEST), name: "x"})
+    [(field, message)] = problems(data)
+    assert field == "bundle" and message.startswith(f"entry {name!r}: ")
+    assert reason in message and ALLOWED_NAMES in message
+
+
+def test_a_zip_entry_whose_name_holds_a_nul_byte_is_refused_not_cut_short() -> None:
+    # zipfile reads "notes.md\x00.sh" as "notes.md": the name as stored is what is checked
+    data = zip_of({"manifest.json": json.dumps(HANDOFF_MANIFEST), "notes.md#.sh": "x"})
+    data = data.replace(b"notes.md#.sh", b"notes.md\x00.sh")
+    assert problems(data) == [("bundle", "entry 'notes.md\\x00.sh': it holds a NUL byte; "
+                                         + manifest_entry_points.BUNDLE_NAMES)]
+
+
+@pytest.mark.parametrize("name", ["back\\slash.md", "tab\tname.md"])
+def test_a_folder_bundle_with_an_unsafe_file_name_is_refused(tmp_path: Path, name: str) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(HANDOFF_MANIFEST))
+    (tmp_path / name).write_text("x")
+    [(field, message)] = problems(tmp_path)
+    assert field == "bundle" and message.startswith(f"{name!r}: ") and ALLOWED_NAMES in message
+
+
+def test_a_folder_bundle_leaves_its_version_control_folder_out(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(instruction_skill()))
+    (tmp_path / "INSTRUCTIONS.md").write_text("Go.")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]")
+    assert set(load_bundle(tmp_path).files) == {"manifest.json", "INSTRUCTIONS.md"}
 
 
 def test_every_bad_zip_entry_is_reported_at_once() -> None:

@@ -286,6 +286,15 @@ def test_the_bundle_downloads_as_a_zip_that_imports_again(outsider_client, compo
     assert skill_import(source=data, origin="bundle").created is False
 
 
+def test_a_bundle_stored_before_its_file_names_were_checked_still_downloads_without_them(outsider_client):
+    skill = skill_import(source=bundle(extra={"examples/q.json": "{}"}), origin="bundle").skill
+    skill.files.create(path=".git/hooks/post-checkout", content=b"#!/bin/sh", size=9)
+    response = outsider_client.get("/skills/price-check/1.0.0/bundle.zip")
+    assert response.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))) as archive:
+        assert sorted(archive.namelist()) == ["examples/q.json", "instructions.md", "manifest.json"]
+
+
 def test_export_buttons_are_plain_download_links(outsider_client, catalog):
     page = text(outsider_client.get("/skills/price-check/"))
     assert 'href="/skills/price-check/1.1.0/manifest.json" download' in page

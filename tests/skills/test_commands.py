@@ -83,6 +83,17 @@ def test_import_skills_names_a_path_that_does_not_exist(tmp_path):
     assert error is not None and "no such file or folder" in stderr
 
 
+def test_import_skills_refuses_a_bundle_folder_with_an_unsafe_file_name(tmp_path, composer):
+    folder = tmp_path / "price-check"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps(manifest()))
+    (folder / "instructions.md").write_text("Find the price.")
+    (folder / "notes\\draft.md").write_text("x")
+    _, stderr, error = run("import_skills", str(folder), "--user", composer.username)
+    assert error is not None and not Skill.objects.exists()
+    assert "'notes\\\\draft.md': backslashes are not allowed" in stderr
+
+
 def test_import_skills_refuses_an_unknown_user(skill_folder):
     _, _, error = run("import_skills", str(skill_folder), "--user", "ghost")
     assert error is not None and "No user named 'ghost'" in str(error)

@@ -274,6 +274,14 @@ def test_a_bad_bundle_upload_is_explained(composer_client):
     assert nothing_stored()
 
 
+def test_a_bundle_holding_a_git_folder_is_refused_on_the_import_page(composer_client):
+    upload = SimpleUploadedFile("repo.zip", bundle(extra={".git/hooks/post-checkout": "#!/bin/sh\nboom"}))
+    page = html.unescape(composer_client.post("/skills/import/", {"bundle_file": upload}).content.decode())
+    assert "entry '.git/hooks/post-checkout': version-control folders" in page
+    assert "a relative path such as docs/notes.md" in page
+    assert nothing_stored()
+
+
 def test_a_conflicting_version_is_explained_on_the_page(composer_client):
     add_skill()
     response = composer_client.post("/skills/import/",

@@ -34,7 +34,10 @@ one top-level folder). Zips are checked before anything is extracted: at most
 :data:`MAX_BUNDLE_FILES` files, :data:`MAX_FILE_BYTES` per file, :data:`MAX_BUNDLE_BYTES`
 in total (uncompressed, counted while reading, so lying headers do not help), a
 compression ratio of at most :data:`MAX_COMPRESSION_RATIO`, and no entry names with
-``..``, absolute paths, backslashes, drive letters or symlinks. Nothing is written to disk.
+``..``, ``.`` or empty parts, absolute paths, backslashes, drive letters, NUL or control
+characters, version-control folders (``.git``...) or symlinks (one rule,
+:func:`bundle_path_problem`, for zip entries, folder files and entry points; a bundle
+folder's own ``.git`` is left out). Nothing is written to disk.
 
 The modules, each importing only those listed before it: :mod:`.versions` (semver),
 :mod:`.entry_points` (entry points and safe bundle paths), :mod:`.model` (the field checks,

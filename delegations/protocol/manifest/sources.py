@@ -17,7 +17,7 @@ from typing import Any
 from ..capabilities import APPROVAL_REQUIRED_CAPABILITIES
 from ..errors import Issue
 from ..text_limits import parse, value_issue
-from .entry_points import EntryPointKind, bundle_path_problem, parse_entry_point
+from .entry_points import VCS_FOLDERS, EntryPointKind, bundle_path_problem, parse_entry_point
 from .model import SkillBundle, SkillManifest, invalid_manifest, json_kind, validate_manifest
 
 MAX_BUNDLE_FILES = 200
@@ -26,7 +26,8 @@ MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 5 * 1024 * 1024
 MAX_COMPRESSION_RATIO = 100
 MANIFEST_NAME = "manifest.json"
-_SKIPPED_DIRS = frozenset({".git", "__pycache__", ".hg", ".svn"})
+# left out of a bundle folder (a skill kept in a checkout), never read
+_SKIPPED_DIRS = VCS_FOLDERS | {"__pycache__"}
 
 
 def _parse_json(text: str, where: str) -> object:
@@ -65,7 +66,8 @@ def _read_zip(data: bytes) -> dict[str, bytes]:
     declared_total = 0
     seen: set[str] = set()
     for info in entries:
-        name = info.filename
+        # as stored: zipfile cuts a name short at a NUL byte ("notes.md\x00.sh" reads as "notes.md")
+        name = info.orig_filename
         problem = bundle_path_problem(name)
         if problem is not None:
             issues.append(Issue("bundle", f"entry {name!r}: {problem}"))
@@ -123,9 +125,12 @@ def _read_folder(folder: Path) -> dict[str, bytes]:
     paths: list[Path] = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
-        if any(part in _SKIPPED_DIRS for part in relative.parts):
+        if any(part in _SKIPPED_DIRS for part in relative.parts) or (path.is_dir() and not path.is_symlink()):
             continue
-        if path.is_symlink():
+        problem = bundle_path_problem(relative.as_posix())
+        if problem is not None:
+            issues.append(Issue("bundle", f"{relative.as_posix()!r}: {problem}"))
+        elif path.is_symlink():
             issues.append(Issue("bundle", f"{relative.as_posix()!r}: symlinks are not allowed"))
         elif path.is_file():
             paths.append(path)

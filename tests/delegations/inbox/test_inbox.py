@@ -4,6 +4,7 @@ who may decide, and the nav's pending count."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -132,14 +133,48 @@ def test_deciding_only_accepts_post(approver_client, approver):
     assert approver_client.get(f"/inbox/{approval.pk}/decision/").status_code == 405
 
 
-def test_the_nav_links_the_inbox_with_the_pending_count_and_its_live_script(approver_client, approver):
-    run = make_run(approver, state="AWAITING_APPROVAL")
+def test_the_nav_links_the_inbox_with_the_pending_count_and_its_live_script(approver_client, approver, composer):
+    run = make_run(composer, state="AWAITING_APPROVAL")
     ask(run, "one")
     ask(run, "two")
     decided(run, "three", approver)
     page = approver_client.get("/").content.decode()
     assert re.search(r'<a href="/inbox/"[^>]*>Inbox <span class="count" id="inbox-count" data-count="2"[^>]*>2</span>', page)
     assert "js/inbox_count.js" in page
+
+
+def pending_counts(client: Any) -> tuple[str, str]:
+    """The dashboard's "Pending approvals" and the nav badge, as the page shows them."""
+    page = client.get("/").content.decode()
+    badge = re.search(r'id="inbox-count" data-count="(\d+)"', page)
+    stat = re.search(r'id="stat-approvals">(\d+)<', page)
+    assert badge and stat
+    return stat.group(1), badge.group(1)
+
+
+def test_the_pending_counts_leave_out_the_items_of_the_approvers_own_runs(approver_client, approver, composer):
+    mine = make_run(approver, state="AWAITING_APPROVAL")
+    ask(mine, "my delete")
+    ask(mine, "my budget", kind="budget")
+    ask(mine, "my question", kind="clarification")     # the starter answers their run's question
+    theirs = make_run(composer, state="AWAITING_APPROVAL")
+    ask(theirs, "their delete")
+    ask(theirs, "their late delete", expires_at=timezone.now() - timedelta(minutes=1))
+    assert pending_counts(approver_client) == ("2", "2")
+
+
+def test_the_pending_counts_leave_out_items_that_need_a_role_the_viewer_lacks(client, composer):
+    run = make_run(composer, state="AWAITING_APPROVAL")
+    ask(run, "delete")
+    ask(run, "question", kind="clarification")
+    client.force_login(composer)
+    assert pending_counts(client) == ("1", "1")
+
+
+def test_the_pending_counts_follow_the_self_approval_setting(approver_client, approver, settings):
+    ask(make_run(approver, state="AWAITING_APPROVAL"), "my delete")
+    settings.HANDOFF_ALLOW_SELF_APPROVAL = True
+    assert pending_counts(approver_client) == ("1", "1")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,6 +18,7 @@ from delegations.live.routing import websocket_urlpatterns
 from delegations.models import Approval, Run, RunEvent
 from delegations.models.runs import new_run_id
 from delegations.runs.eventlog import PendingEvent, persist_batch
+from tests.conftest import make_user
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -223,6 +224,55 @@ async def test_approvers_hear_of_new_and_decided_inbox_items(approver: Any, comp
     frame = json.loads(await communicator.receive_from(timeout=5))
     assert frame["type"] == "approval.created" and frame["approval"]["id"] == approval.pk
     await communicator.disconnect()
+
+
+async def next_count(communicator: WebsocketCommunicator) -> int:
+    """The pending count of the next ``inbox.count`` frame (the notices before it skipped)."""
+    while True:
+        frame = json.loads(await communicator.receive_from(timeout=5))
+        if frame["type"] == "inbox.count":
+            return int(frame["pending"])
+
+
+async def test_each_approver_hears_the_count_of_the_items_they_may_decide(approver: Any,
+                                                                          django_user_model: Any) -> None:
+    other = await database_sync_to_async(make_user)(django_user_model, "bob", "approvers", password=None)
+    alices, _, _ = await connect(approver, "/ws/inbox/")
+    bobs, _, _ = await connect(other, "/ws/inbox/")
+    for socket in (alices, bobs):
+        assert json.loads(await socket.receive_from(timeout=5)) == {"type": "inbox.synced", "pending": 0}
+    alices_run = await database_sync_to_async(make_root)(approver)   # alice may not decide its items
+    approval = await database_sync_to_async(Approval.objects.create)(
+        run=alices_run, key=f"{alices_run.pk}:capability:x", kind="capability", title="Delete a file?")
+    data = await database_sync_to_async(approval.as_event_data)()
+    await live.publish(live.inbox_message("approval.created", data))
+    assert json.loads(await alices.receive_from(timeout=5))["type"] == "approval.created"
+    assert await next_count(alices) == 0
+    assert await next_count(bobs) == 1
+    again, _, _ = await connect(approver, "/ws/inbox/")
+    assert json.loads(await again.receive_from(timeout=5)) == {"type": "inbox.synced", "pending": 0}
+    for socket in (alices, bobs, again):
+        await socket.disconnect()
+
+
+async def test_a_burst_of_inbox_notices_is_recounted_once_or_twice_per_viewer(approver: Any,
+                                                                            composer: Any) -> None:
+    socket, _, _ = await connect(approver, "/ws/inbox/")
+    await socket.receive_from(timeout=5)
+    root = await database_sync_to_async(make_root)(composer)
+    notices = []
+    for number in range(20):
+        approval = await database_sync_to_async(Approval.objects.create)(
+            run=root, key=f"{root.pk}:capability:{number}", kind="capability", title=f"Delete {number}?")
+        notices += live.inbox_message("approval.created", await database_sync_to_async(approval.as_event_data)())
+    await live.publish(notices)
+    frames = [json.loads(await socket.receive_from(timeout=5))]
+    while not await socket.receive_nothing(timeout=1):
+        frames.append(json.loads(await socket.receive_from(timeout=5)))
+    counts = [frame["pending"] for frame in frames if frame["type"] == "inbox.count"]
+    assert len(frames) - len(counts) == 20
+    assert 1 <= len(counts) <= 2 and counts[-1] == 20, counts
+    await socket.disconnect()
 
 
 async def test_the_inbox_socket_is_for_approvers_only(composer: Any) -> None:

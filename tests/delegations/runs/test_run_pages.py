@@ -639,7 +639,8 @@ def test_the_dashboard_shows_active_runs_recent_results_approvals_and_todays_usa
     make_run(composer, label="yesterdays-run", state="COMPLETE",
              created_at=timezone.now() - timedelta(days=2), finished_at=timezone.now() - timedelta(days=2),
              usage={"model_calls": 100, "total_tokens": 99999, "cost_usd": 9.0})
-    Approval.objects.create(run=done, key="k1", kind="capability", title="x")
+    Approval.objects.create(run=done, key="k1", kind="clarification", title="x")  # theirs to answer
+    Approval.objects.create(run=done, key="k2", kind="capability", title="y")     # an approver's
     response = composer_client.get("/")
     html = response.content.decode()
     assert "busy-run" in html and 'data-state="WORKING"' in html
