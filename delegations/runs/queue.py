@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, Q
 from django.tasks import task
 from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
@@ -33,7 +32,7 @@ def execute_run(run_id: str) -> str:
     # Workers that outlive their tasks (django-tasks-db's, RQ's non-forking one) hand the
     # tree to the process's run host and take the next task; the immediate backend runs
     # the task in its caller, which waits for the tree.
-    long_lived = not isinstance(execute_run.get_backend(), ImmediateBackend)
+    long_lived = not runs_in_caller()
     try:
         return execute(run_id, wait=not long_lived, on_finished=after_execution)
     finally:
@@ -41,6 +40,12 @@ def execute_run(run_id: str) -> str:
         if settings.HANDOFF_TASK_BACKEND == "rq":
             # a work horse ends with its job, without exit hooks: its tree's trace goes first
             traces.flush_at_exit()
+
+
+def runs_in_caller() -> bool:
+    """Whether a queued run runs in the code that queued it (the immediate backend): then
+    a run started in a transaction has run by the time the transaction commits."""
+    return isinstance(execute_run.get_backend(), ImmediateBackend)
 
 
 def enqueue_run(run_id: str) -> None:
@@ -105,13 +110,26 @@ def lane_counts(owner_id: int | None) -> LaneCounts:
     (PostgreSQL: one dispatcher per owner at a time; SQLite serializes writers anyway)."""
     if owner_id is not None and connection.features.has_select_for_update:
         list(get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk"))
-    mine, pending = Q(owner_id=owner_id), Q(state=RunState.PENDING)
-    counts = Run.objects.roots().filter(state__in=[RunState.PENDING, *LANE_STATES]).aggregate(
-        mine_waiting_to_start=Count("pk", filter=mine & pending),
-        waiting_to_start=Count("pk", filter=pending),
-        mine_in_lane=Count("pk", filter=mine & (Q(state__in=LANE_STATES) | (pending & Q(allocated_at__isnull=False)))),
-        mine_in_line=Count("pk", filter=mine & pending & Q(allocated_at__isnull=True)))
-    return LaneCounts(**counts)
+    with connection.cursor() as cursor:
+        cursor.execute(_LANE_COUNTS_SQL, {"owner": owner_id, "pending": str(RunState.PENDING),
+                                          **{f"lane{i}": state for i, state in enumerate(LANE_STATES)}})
+        return LaneCounts(*cursor.fetchone())
+
+
+# Every run's creation pays for this query. Written once here: the ORM built and compiled the
+# same aggregate (four filtered counts) on every call, 2.2 ms against 0.1 ms to run it
+# (2,171 µs a call against 82 µs for the compiled text, this machine, 2026-12-05).
+# IS NOT DISTINCT FROM puts the runs without an owner in one lane, as owner_id = NULL would not.
+# Rows in a state other than PENDING hold a slot (LANE_STATES).
+_LANE_COUNTS_SQL = """
+    SELECT COUNT(*) FILTER (WHERE mine AND state = %(pending)s),
+           COUNT(*) FILTER (WHERE state = %(pending)s),
+           COUNT(*) FILTER (WHERE mine AND (state <> %(pending)s OR allocated_at IS NOT NULL)),
+           COUNT(*) FILTER (WHERE mine AND state = %(pending)s AND allocated_at IS NULL)
+    FROM (SELECT state, allocated_at, owner_id IS NOT DISTINCT FROM %(owner)s AS mine
+          FROM {table}
+          WHERE parent_id IS NULL AND state IN (%(pending)s, {lane})) AS lane
+""".format(table=Run._meta.db_table, lane=", ".join(f"%(lane{i})s" for i in range(len(LANE_STATES))))
 
 
 def dispatch_lane(owner_id: int | None) -> list[str]:

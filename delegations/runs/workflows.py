@@ -32,6 +32,7 @@ from delegations.runs.queue import (
     dispatch_lane,
     enqueue_run,
     lane_counts,
+    runs_in_caller,
     start_when_committed,
 )
 from delegations.runs.record import append_events, record_end
@@ -154,9 +155,10 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
             record_end(run, RunState.REJECTED, error={
                 "code": ErrorCode.INVALID_PACKET.value, "message": rejection_message(errors),
                 "findings": errors})
-    run.refresh_from_db()   # an immediate task backend has run it already
-    if owner is not None:
-        run.owner = owner   # as the refresh dropped it: read again for the answer, it cost a query
+    if errors or runs_in_caller():   # recorded REJECTED, or run already (immediate backend)
+        run.refresh_from_db()
+        if owner is not None:
+            run.owner = owner   # as the refresh dropped it: read again for the answer, it cost a query
     return run
 
 
