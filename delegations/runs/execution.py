@@ -60,8 +60,8 @@ LEASE_LOST = "lease_lost"    # what execute() returns when this worker lost the 
 
 T = TypeVar("T")
 
-# what follows a worker's turn on a tree: called with the root's id and state
-FinishedHook = Callable[[str, str], None]
+# what follows a worker's turn on a tree: called with the root's id, its owner's id and its state
+FinishedHook = Callable[[str, int | None, str], None]
 
 
 # -- one execution -------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class Execution:
         LEASE_LOST when this worker lost the lease on the way (it wrote nothing after)."""
         try:
             state = await self.drive()
-            await self.db.call(finish_execution, self.root_id, self.owner, state, self.on_finished)
+            await self.db.call(finish_execution, self.run, self.owner, state, self.on_finished)
             return state
         except LeaseLost:
             # not an error of the run: the sweeper gave the tree to another worker, which
@@ -183,12 +183,12 @@ class Execution:
         return [pk for pk, run_id, text in news.messages if self.runner.send_message(run_id, text)]
 
 
-def finish_execution(root_id: str, owner: str, state: str, on_finished: FinishedHook | None) -> None:
-    release_lease(root_id, owner)
+def finish_execution(root: Run, owner: str, state: str, on_finished: FinishedHook | None) -> None:
+    release_lease(root.pk, owner)
     if state == RunState.AWAITING_APPROVAL:
-        end_cancels_asked_meanwhile(root_id)
+        end_cancels_asked_meanwhile(root.pk)
     if on_finished is not None:
-        on_finished(root_id, state)
+        on_finished(root.pk, root.owner_id, state)
 
 
 def fail_unstarted(run_id: str, error: dict[str, Any]) -> None:

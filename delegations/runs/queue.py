@@ -76,17 +76,15 @@ def _start_here(run: Run, owner: str) -> None:
         execute_run.enqueue(run.pk)
 
 
-def after_execution(root_id: str, state: str) -> None:
+def after_execution(root_id: str, owner_id: int | None, state: str) -> None:
     """What follows a worker's turn on a tree, its lease released: the finished or parked
     root makes room in its owner's lane, and a tree that parked while every item it waits
     for was decided meanwhile is queued again at once."""
-    # two columns, not the row: its JSON columns decoded were a sixth of the database
-    # thread's time a run (load_probe.py, py-spy)
-    root = Run.objects.only("owner_id", "state").get(pk=root_id)
-    dispatch_lane(root.owner_id)
-    if (state == RunState.AWAITING_APPROVAL and not root.is_terminal
-            and not Approval.objects.pending_in_tree(root_id).exists()):
-        enqueue_run(root_id)
+    dispatch_lane(owner_id)
+    if state == RunState.AWAITING_APPROVAL:
+        root = Run.objects.only("state").get(pk=root_id)
+        if not root.is_terminal and not Approval.objects.pending_in_tree(root_id).exists():
+            enqueue_run(root_id)
 
 
 @dataclass(frozen=True)
@@ -105,10 +103,11 @@ class LaneCounts:
         return self.mine_in_lane < settings.HANDOFF_LANE_SIZE and not self.mine_in_line
 
 
-def lane_counts(owner_id: int | None) -> LaneCounts:
+def lane_counts(owner_id: int | None, *, lock: bool = True) -> LaneCounts:
     """The owner's lane as it stands; inside a transaction, with the owner's row locked
-    (PostgreSQL: one dispatcher per owner at a time; SQLite serializes writers anyway)."""
-    if owner_id is not None and connection.features.has_select_for_update:
+    (PostgreSQL: one dispatcher per owner at a time; SQLite serializes writers anyway),
+    unless not ``lock`` (a look that decides nothing)."""
+    if lock and owner_id is not None and connection.features.has_select_for_update:
         list(get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk"))
     with connection.cursor() as cursor:
         cursor.execute(_LANE_COUNTS_SQL, {"owner": owner_id, "pending": str(RunState.PENDING),
@@ -134,7 +133,7 @@ _LANE_COUNTS_SQL = """
 
 def dispatch_lane(owner_id: int | None) -> list[str]:
     """Hand the owner's oldest waiting root runs to workers while the lane has room."""
-    if not Run.objects.filter(owner_id=owner_id).waiting_in_lane().exists():
+    if not lane_counts(owner_id, lock=False).mine_in_line:
         return []   # the usual case (a run ended, none of its owner's waits): no lock taken
     with transaction.atomic():
         if owner_id is not None:

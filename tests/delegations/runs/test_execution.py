@@ -312,7 +312,7 @@ def test_a_cancel_asked_for_while_the_worker_parked_the_tree_is_not_lost(
                      owner=composer)
     assert state_of(run) == "AWAITING_APPROVAL"
     Run.objects.filter(pk=run.pk).update(cancel_requested_at=timezone.now())
-    finish_execution(run.pk, "a-worker", "AWAITING_APPROVAL", None)
+    finish_execution(run, "a-worker", "AWAITING_APPROVAL", None)
     assert state_of(run) == "CANCELLED"
     assert Approval.objects.get().status == "cancelled"
 
