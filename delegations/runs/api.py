@@ -178,8 +178,8 @@ def run_summary(run: Run) -> dict[str, Any]:
 def run_detail(run: Run, *, new: bool = False) -> dict[str, Any]:
     """``new``: a run just created, which has no children yet (one query fewer)."""
     children = [] if new else [
-        {"id": child.pk, "label": child.label, "state": child.state, "depth": child.depth}
-        for child in run.children.order_by("created_at", "pk")]
+        dict(zip(("id", "label", "state", "depth"), child, strict=True))
+        for child in run.children.order_by("created_at", "pk").values_list("pk", "label", "state", "depth")]
     return {
         **run_summary(run), "input_hash": run.input_hash, "packet": run.packet,
         "budget": run.budget or {}, "capabilities": run.capabilities or [],
