@@ -75,17 +75,19 @@ async def run_notices(run_id: str, *, states: Collection[str] | None = None) -> 
         await feed.leave(group, notices)
 
 
-async def wait_for[T](run_id: str, seconds: float, look: Callable[[], Awaitable[tuple[bool, T]]],
+async def wait_for[T](run_id: str, seconds: float, look: Callable[[bool], Awaitable[tuple[bool, T]]],
                       states: Collection[str]) -> T:
-    """What ``look()`` sees once it says the wait is over (True), or after ``seconds``: it
-    is called once the feed is joined, then whenever the run enters one of ``states`` (those
-    in which the wait can be over), and at least every FALLBACK_S."""
+    """What ``look(heard)`` sees once it says the wait is over (True), or after ``seconds``:
+    it is called once the feed is joined, then whenever the run enters one of ``states``
+    (those in which the wait can be over; ``heard`` is True then, and after a resync), and
+    at least every FALLBACK_S."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
+    heard = False
     async with run_notices(run_id, states=states) as notices:
         while True:
-            done, seen = await look()
+            done, seen = await look(heard)
             left = deadline - loop.time()
             if done or left <= 0:
                 return seen
-            await notices.wait(min(FALLBACK_S, left))
+            heard = await notices.wait(min(FALLBACK_S, left))

@@ -127,7 +127,7 @@ async def test_a_waiter_that_goes_away_leaves_the_runs_feed() -> None:
 
     looks = 0
 
-    async def look() -> tuple[bool, int]:
+    async def look(heard: bool) -> tuple[bool, int]:
         nonlocal looks
         looks += 1
         return False, looks
@@ -139,6 +139,26 @@ async def test_a_waiter_that_goes_away_leaves_the_runs_feed() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert run_group("r-gone") not in run_feed().viewers
+
+
+async def test_a_waiter_looks_again_told_that_the_feed_heard_the_run_settle() -> None:
+    """The look after a notice knows it (the row is read at once, not the state first); a
+    look on the fallback timer does not."""
+    from delegations.live.feed import group_messages, publish
+    from delegations.live.notices import wait_for
+
+    heard_at_each_look: list[bool] = []
+
+    async def look(heard: bool) -> tuple[bool, None]:
+        heard_at_each_look.append(heard)
+        return heard, None
+
+    waiting = asyncio.ensure_future(wait_for("r-told", 30, look, {"COMPLETE"}))
+    await asyncio.sleep(0.05)
+    await publish(list(group_messages([{"run_id": "r-told", "seq": 1, "type": "state",
+                                        "data": {"state": "COMPLETE"}}], {}).items()))
+    await asyncio.wait_for(waiting, 5)
+    assert heard_at_each_look == [False, True]
 
 
 def test_a_waiter_for_an_answer_wakes_when_the_run_gives_one_not_on_its_way_there() -> None:
