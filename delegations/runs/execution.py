@@ -60,8 +60,9 @@ LEASE_LOST = "lease_lost"    # what execute() returns when this worker lost the 
 
 T = TypeVar("T")
 
-# what follows a worker's turn on a tree: called with the root's id, its owner's id and its state
-FinishedHook = Callable[[str, int | None, str], None]
+# what follows a worker's turn on a tree: called with the root as the execution began with it
+# (its id and owner never change) and the state the turn left it in
+FinishedHook = Callable[[Run, str], None]
 
 
 # -- one execution -------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def finish_execution(root: Run, owner: str, state: str, on_finished: FinishedHoo
     if state == RunState.AWAITING_APPROVAL:
         end_cancels_asked_meanwhile(root.pk)
     if on_finished is not None:
-        on_finished(root.pk, root.owner_id, state)
+        on_finished(root, state)
 
 
 def fail_unstarted(run_id: str, error: dict[str, Any]) -> None:

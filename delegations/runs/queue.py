@@ -76,15 +76,16 @@ def _start_here(run: Run, owner: str) -> None:
         execute_run.enqueue(run.pk)
 
 
-def after_execution(root_id: str, owner_id: int | None, state: str) -> None:
+def after_execution(root: Run, state: str) -> None:
     """What follows a worker's turn on a tree, its lease released: the finished or parked
     root makes room in its owner's lane, and a tree that parked while every item it waits
-    for was decided meanwhile is queued again at once."""
-    dispatch_lane(owner_id)
+    for was decided meanwhile is queued again at once (its state read anew: a cancel may
+    have ended it meanwhile)."""
+    dispatch_lane(root.owner_id)
     if state == RunState.AWAITING_APPROVAL:
-        root = Run.objects.only("state").get(pk=root_id)
-        if not root.is_terminal and not Approval.objects.pending_in_tree(root_id).exists():
-            enqueue_run(root_id)
+        now = Run.objects.only("state").get(pk=root.pk)
+        if not now.is_terminal and not Approval.objects.pending_in_tree(root.pk).exists():
+            enqueue_run(root.pk)
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,7 @@ def lane_counts(owner_id: int | None, *, lock: bool = True) -> LaneCounts:
     if lock and owner_id is not None and connection.features.has_select_for_update:
         list(get_user_model().objects.select_for_update().filter(pk=owner_id).values_list("pk"))
     with connection.cursor() as cursor:
-        cursor.execute(_LANE_COUNTS_SQL, {"owner": owner_id, "pending": str(RunState.PENDING),
-                                          **{f"lane{i}": state for i, state in enumerate(LANE_STATES)}})
+        cursor.execute(_LANE_COUNTS_SQL, {"owner": owner_id, **_LANE_STATE_PARAMS})
         return LaneCounts(*cursor.fetchone())
 
 
@@ -129,6 +129,8 @@ _LANE_COUNTS_SQL = """
           FROM {table}
           WHERE parent_id IS NULL AND state IN (%(pending)s, {lane})) AS lane
 """.format(table=Run._meta.db_table, lane=", ".join(f"%(lane{i})s" for i in range(len(LANE_STATES))))
+_LANE_STATE_PARAMS = {"pending": str(RunState.PENDING),
+                      **{f"lane{i}": state for i, state in enumerate(LANE_STATES)}}
 
 
 def dispatch_lane(owner_id: int | None) -> list[str]:
