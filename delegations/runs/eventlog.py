@@ -34,6 +34,7 @@ from django.db.models import DateTimeField, Field, JSONField
 from django.utils import timezone
 
 from delegations.models import Run, RunCheckpoint, RunCheckpointPart, RunEvent
+from delegations.models.runs import run_fields
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.events import EventType
@@ -186,12 +187,12 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
     with transaction.atomic():
         wanted = sorted({item.run_id for item in items})
         # locked in a fixed order, so concurrent writers on one tree cannot deadlock
-        runs: dict[str, Run] = {run.pk: run for run in _load_runs(wanted, lock=True)}
+        runs: dict[str, Run] = {run.pk: run for run in Run.objects.rows(wanted, lock=True, without=BULKY_FIELDS)}
         announced = [child_id for item in items
                      if isinstance(item, PendingEvent) and item.type == EventType.CHILD
                      and (child_id := str(item.data.get("child_run_id") or ""))]
         if announced:  # a child announced again on resume already has its row
-            runs.update((run.pk, run) for run in _load_runs(announced, lock=False))
+            runs.update((run.pk, run) for run in Run.objects.rows(announced, without=BULKY_FIELDS))
         created: list[Run] = []
         changed: dict[str, set[str]] = {}
         rows: list[_Row] = []
@@ -251,26 +252,13 @@ def persist_batch(items: list[PendingEvent | PendingCheckpoint],
     return out
 
 
-def _load_runs(ids: list[str], *, lock: bool) -> list[Run]:
-    """These runs, in id order, without their bulky columns (they load when read), locked
-    until the transaction ends when ``lock``: one raw SELECT, as the ORM's query compiled
-    again on every batch cost three times what running it did."""
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(str(field.column)) for field in _run_fields() if field.name not in BULKY_FIELDS)
-    sql = (f"SELECT {columns} FROM {quote(Run._meta.db_table)} WHERE {quote('id')} "
-           f"IN ({', '.join(['%s'] * len(ids))}) ORDER BY {quote('id')}")
-    if lock and connection.features.has_select_for_update:
-        sql += " FOR UPDATE"
-    return list(Run.objects.raw(sql, ids)) if ids else []
-
-
 def _insert_runs(runs: list[Run]) -> None:
     """INSERT new child rows with one executemany (bulk_create, then get_db_prep_save per
     column, were most of the cost of storing a turn that delegates fifty subagents)."""
     if not runs:
         return
     quote = connection.ops.quote_name
-    fields = _run_fields()
+    fields = run_fields()
     sql = (f"INSERT INTO {quote(Run._meta.db_table)} ({', '.join(quote(str(f.column)) for f in fields)}) "
            f"VALUES ({', '.join(_placeholder(field) for field in fields)})")
     with connection.cursor() as cursor:
@@ -292,11 +280,6 @@ def _column_values(runs: list[Run], fields: Iterable[Field[Any, Any]]) -> list[l
              for name, convert in converters for value in (getattr(run, name),)] for run in runs]
 
 
-@functools.cache
-def _run_fields() -> tuple[Field[Any, Any], ...]:
-    return tuple(field for field in Run._meta.concrete_fields if isinstance(field, Field))
-
-
 def _json_text(value: Any) -> str:
     """Compact JSON as the event log and run columns store it (NaN refused: it is not JSON)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -310,7 +293,7 @@ def _new_run(**values: Any) -> Run:
     """A Run from column values (by attname), the others at their defaults: positional
     arguments take Model.__init__'s fast path, several times cheaper than keywords."""
     columns = [values.pop(field.attname) if field.attname in values else field.get_default()
-               for field in _run_fields()]
+               for field in run_fields()]
     run = Run(*columns)  # type: ignore[misc]  # the stubs know keyword arguments only
     if values:
         raise TypeError(f"Run has no columns {', '.join(values)}")

@@ -49,7 +49,7 @@ from delegations.runs.leases import (
     renew_lease,
 )
 from delegations.runs.record import record_end
-from delegations.runs.runner_setup import adapter_config, mcp_tools, remote_agents, runner_settings
+from delegations.runs.runner_setup import adapter_config, execution_tools, runner_settings
 from delegations.runs.sink import DjangoEventSink, EventListener
 from delegations.runs.watching import TreeNews, Watchman
 from skills.models import Skill
@@ -85,9 +85,10 @@ class Execution:
         self.sink = DjangoEventSink(self.db, listener=listener)
         self.checkpoints = DjangoCheckpointStore(self.sink)
         self.gate = gate if gate is not None else DjangoApprovalGate(self.sink)
+        mcp, remote = execution_tools()
         self.runner = Runner(sink=self.sink, gate=self.gate, checkpoints=self.checkpoints,
-                             settings=runner_settings(), skills=self.skill_manifest, mcp=mcp_tools(),
-                             remote=remote_agents())
+                             settings=runner_settings(), skills=self.skill_manifest, mcp=mcp,
+                             remote=remote)
         self._cancelled: set[str] = set()
         # a new run (eager start) has no checkpoint: asking the database was a query a run
         self._resume = run.has_checkpoint if resume is None else resume
