@@ -109,18 +109,23 @@ class Level:
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
     in_flight_max: int = 0
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
 
+    def per_run(self, seconds: float) -> float:
+        return seconds / self.completed * 1000 if self.completed else float("nan")
+
     def line(self, label: str) -> str:
         per_s = self.seconds
-        cpu = self.cpu_s / self.completed * 1000 if self.completed else float("nan")
+        cpu = self.per_run(self.cpu_s)
         return (f"{label:<26} offered {self.offered / per_s:7.1f}/s  accepted {self.accepted / per_s:7.1f}/s  "
                 f"refused {self.refused / per_s:6.1f}/s  completed {self.completed / per_s:7.1f}/s  "
                 f"p50 {percentile(self.latencies, 0.5) * 1000:7.1f} ms  p95 {percentile(self.latencies, 0.95) * 1000:7.1f} ms  "
-                f"cpu {cpu:6.1f} ms/run" + (f"  errors {self.errors}" if self.errors else "")
+                f"cpu {cpu:6.1f} ms/run (clients {self.per_run(self.client_cpu_s):4.1f})"
+                + (f"  errors {self.errors}" if self.errors else "")
                 + (f"  not COMPLETE {self.not_complete}" if self.not_complete else ""))
 
     def as_dict(self, label: str) -> dict[str, Any]:
@@ -130,7 +135,8 @@ class Level:
                 "refused_per_s": round(self.refused / per_s, 2), "completed_per_s": round(self.completed / per_s, 2),
                 "p50_ms": round(percentile(self.latencies, 0.5) * 1000, 1),
                 "p95_ms": round(percentile(self.latencies, 0.95) * 1000, 1),
-                "cpu_ms_per_run": round(self.cpu_s / self.completed * 1000, 2) if self.completed else None,
+                "cpu_ms_per_run": round(self.per_run(self.cpu_s), 2) if self.completed else None,
+                "client_cpu_ms_per_run": round(self.per_run(self.client_cpu_s), 2) if self.completed else None,
                 "errors": self.errors, "not_complete": self.not_complete, "in_flight_max": self.in_flight_max}
 
 
@@ -214,9 +220,10 @@ async def drive(base_url: str, tokens: list[str], clients: int, seconds: float, 
 
     async def measure_cpu() -> None:
         await asyncio.sleep(max(0.0, start - time.monotonic()))
-        before = cpu_seconds(pids)
+        before, client_before = cpu_seconds(pids), time.process_time()
         await asyncio.sleep(max(0.0, end - time.monotonic()))
         level.cpu_s = cpu_seconds(pids) - before
+        level.client_cpu_s = time.process_time() - client_before
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
