@@ -32,6 +32,7 @@ from delegations.models import Approval, Run
 from delegations.protocol.approvals import RAISABLE_AXES, ApprovalKind, ancestors_left
 from delegations.protocol.budgets import describe_usage
 from delegations.protocol.capabilities import CAPABILITY_DESCRIPTIONS
+from delegations.protocol.text_limits import MAX_MESSAGE_CHARS
 from delegations.protocol.tools import RUNTIME_TOOLS
 from delegations.request_bodies import RequestBody
 
@@ -44,7 +45,8 @@ class DecisionIn(RequestBody):
     decision: str = Field(description="approve | reject | answer | edit | retry, as the item's kind "
                                       "allows (see `allowed` on the item)")
     comment: str = Field(default="", description="Why; required to reject. The run reads it.")
-    answer: str = Field(default="", description="A clarification's answer (decision `answer`).")
+    answer: str = Field(default="", description=(
+        f"A clarification's answer (decision `answer`), at most {MAX_MESSAGE_CHARS:,} characters."))
     edited_arguments: dict[str, Any] | None = Field(
         default=None, description="The tool call's new arguments (decision `edit`), checked "
                                   "against the tool's parameters schema.")

@@ -56,6 +56,7 @@ from delegations.protocol.approvals import (
 from delegations.protocol.budgets import Budget, Usage, parse_budget
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.schemas import validate_instance
+from delegations.protocol.text_limits import MAX_MESSAGE_CHARS
 from delegations.protocol.tools import RUNTIME_TOOLS
 from delegations.refusals import Refusal
 from delegations.runs.maintenance import approval_expire
@@ -172,6 +173,10 @@ def _check_fields(approval: Approval, choice: Decision, *, comment: str, answer:
         raise Refusal("A rejection needs a comment saying why (it is shown to the run).", status=422)
     if choice == Decision.ANSWER and not answer:
         raise Refusal("An answer needs its text ('answer'): write what the run should know.", status=422)
+    if len(answer) > MAX_MESSAGE_CHARS:
+        # the run reads an answer as it reads a message: in its next turn's context
+        raise Refusal(f"The answer is {len(answer):,} characters; at most {MAX_MESSAGE_CHARS:,}. "
+                      "Shorten it to what the run needs to go on.", status=422)
     if choice == Decision.EDIT:
         review = approval.kind == ApprovalKind.REVIEW
         if not isinstance(edited_arguments, dict):

@@ -63,7 +63,7 @@ class DecisionForm(forms.Form):
 
     decision = forms.ChoiceField(choices=[(d.value, d.value) for d in Decision])
     comment = forms.CharField(required=False, max_length=5_000)
-    answer = forms.CharField(required=False, max_length=20_000)
+    answer = forms.CharField(required=False, max_length=text_limits.MAX_MESSAGE_CHARS)
     edited_arguments = EditedArgumentsField(required=False, max_length=100_000)
     always_allow = forms.BooleanField(required=False)
     budget_limit = forms.FloatField(required=False, min_value=0)

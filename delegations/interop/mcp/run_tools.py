@@ -88,7 +88,8 @@ class MessageParams(msgspec.Struct, forbid_unknown_fields=True):
 
 class AnswerParams(msgspec.Struct, forbid_unknown_fields=True):
     item_id: Annotated[int, about("The question's item_id, from waiting_for_a_person.")]
-    answer: Annotated[str, about("Your answer to the run's question.")]
+    answer: Annotated[str, about(f"Your answer to the run's question; at most "
+                                 f"{text_limits.MAX_MESSAGE_CHARS:,} characters.")]
 
 
 # -- what a run looks like to the caller ------------------------------------------------------
@@ -372,5 +373,5 @@ def _answer(request: HttpRequest, item_id: int, answer: str) -> Approval:
                  "those in Handoff's inbox."),
     destructive=False, open_world=False)
 def answer_clarification(request: HttpRequest, params: AnswerParams) -> dict[str, Any]:
-    item = _answer(request, params.item_id, params.answer[:10000])
+    item = _answer(request, params.item_id, params.answer)
     return run_view(request, Run.objects.get(pk=item.run_id))

@@ -165,6 +165,19 @@ def test_an_answer_joins_the_runs_context_and_the_same_run_resumes(composer, app
     assert any("Europe only." in str(m.get("content")) for m in messages if m["role"] == "user")
 
 
+def test_an_answer_longer_than_a_message_is_refused_and_the_question_stays_open(
+        composer, approver, immediate_tasks):
+    run = start(composer, clarification_config())
+    approval = parked_item(run, "clarification")
+    with pytest.raises(Refusal) as refused:
+        approval_decide(approval=approval, user=approver, decision="answer", answer="Europe. " * 2_501)
+    assert refused.value.status == 422 and "at most 20,000" in refused.value.message
+    approval.refresh_from_db()
+    assert approval.status == "pending" and approval.answer == ""
+    approval_decide(approval=approval, user=approver, decision="answer", answer="E" * 20_000)
+    assert final(run).state == "COMPLETE"
+
+
 def test_a_rejected_clarification_fails_the_run_with_the_comment(composer, approver, immediate_tasks):
     run = start(composer, clarification_config())
     approval_decide(approval=parked_item(run, "clarification"), user=approver, decision="reject",

@@ -234,6 +234,11 @@ def test_a_question_is_returned_to_a_client_that_cannot_ask_and_answered_with_th
     assert asked["status"].startswith("awaiting clarification"), asked
     item = asked["waiting_for_a_person"][0]
     assert item["questions"] == ["Which product is this review about?"]
+    # too long an answer is refused whole, saying the limit, not cut short in silence
+    refused = tool(site["url"], site["composer"], "answer_clarification",
+                   {"item_id": item["item_id"], "answer": "x" * 20_001})
+    assert refused.is_error and "20,001 characters; at most 20,000" in text(refused), text(refused)
+    assert Approval.objects.get(pk=item["item_id"]).status == "pending"
     answered = structured(tool(site["url"], site["composer"], "answer_clarification",
                                {"item_id": item["item_id"], "answer": "The headphones."}))
     assert answered["run_id"] == run_id
