@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .number_limits import MAX_SECONDS
 from .packet import SUBAGENT_TYPES
 
 ToolSchema = dict[str, Any]
@@ -162,7 +163,8 @@ def _model_delegate_task() -> ToolSchema:
         "expected_output": {"type": "object",
                             "description": "JSON Schema (or shorthand such as "
                                            "{\"summary\": \"string\"}) of output_payload."},
-        "timeout_s": {"type": "number", "description": "Hard timeout in seconds."},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_SECONDS,
+                      "description": "Hard timeout in seconds; at most your own."},
         "budget": {"type": "object",
                    "description": "Limits: max_model_calls, max_tokens, max_runtime_s, "
                                   "max_cost_usd, max_concurrency, max_iterations. At most "
