@@ -231,6 +231,11 @@ class Run(models.Model):
         return bool(self.lease_owner and self.lease_expires_at
                     and self.lease_expires_at > (now or timezone.now()))
 
+    def is_stopping(self) -> bool:
+        """Whether a cancel was asked for this run or a run above it: it reads no more messages."""
+        return self.cancel_requested_at is not None or Run.objects.filter(
+            pk__in=self.ancestor_ids(), cancel_requested_at__isnull=False).exists()
+
     def ancestor_ids(self) -> list[str]:
         """Ids of the parent, grandparent, ... up to the root (nearest first)."""
         ids: list[str] = []

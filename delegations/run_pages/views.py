@@ -220,6 +220,7 @@ def _detail_context(request: HttpRequest, run: Run, **snapshot_options: Any) -> 
         "can_compose": can_compose(request.user), "can_approve": can_approve(request.user),
         "can_act": Run.objects.visible_to(request.user).filter(pk=run.pk).exists(),
         "message_form": MessageForm(), "retry_form": RetryForm(),
+        "stopping": not run.is_terminal and run.is_stopping(),
         "live_url": reverse("delegations:run_live", args=[run.pk]),
         "websocket_path": f"/ws/runs/{run.pk}/", "inbox_url": reverse("delegations:inbox"),
     })

@@ -243,8 +243,7 @@ def run_send_message(*, run: Run, text: str, sender: Any = None) -> RunMessage:
         if run.is_terminal:
             raise RunError(f"The run already ended ({run.state}); it cannot receive messages. "
                            "Retry it, or start a new run, with what you wanted to say.")
-        if run.cancel_requested_at is not None or Run.objects.filter(
-                pk__in=run.ancestor_ids(), cancel_requested_at__isnull=False).exists():
+        if run.is_stopping():
             whose = "this run" if run.cancel_requested_at is not None else "a run above this one"
             raise RunError(f"A cancel was requested for {whose}; it is stopping and reads no more "
                            "messages. Once it has ended, retry it, or start a new run, with what "

@@ -453,6 +453,16 @@ def test_an_active_run_offers_a_message_box_and_a_confirmed_cancel(composer_clie
     assert "retry" not in controls.lower()
 
 
+def test_a_run_being_cancelled_says_it_is_stopping_instead_of_offering_a_message_box(composer_client, composer):
+    root = make_run(composer, state="WORKING", cancel_requested_at=timezone.now())
+    child = make_run(composer, state="WORKING", parent=root, root_id=root.pk)
+    for run, whose in ((root, "A cancel was requested: this run is stopping"),
+                       (child, "A cancel was requested for a run above this one: this run is stopping")):
+        controls = section(detail(composer_client, run), "run-controls")
+        assert whose in controls and "reads no more messages" in controls
+        assert "Send a message" not in controls and "Yes, cancel the run" not in controls
+
+
 def test_a_child_run_page_links_its_parent_and_root(composer_client, composer):
     run, child, _ = finished_run_with_everything(composer)
     html = detail(composer_client, child)
