@@ -19,7 +19,6 @@ from delegations.protocol import text_limits
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
@@ -302,13 +301,16 @@ INBOX_RECOUNT_DELAY_S = 0.2
 
 class InboxConsumer(_JsonFramesConsumer):
     """/ws/inbox/: ``approval.created`` and ``approval.decided`` (``.expired``,
-    ``.cancelled``) notices for approvers, each followed by ``inbox.count``: the number of
-    items this viewer may decide, which differs per person (nobody decides their own runs'
-    items), so each socket recounts its own. Recounts do not pile up: while one runs, the
-    notices that arrive within :data:`INBOX_RECOUNT_DELAY_S` share one (a burst of twenty
-    decisions costs each viewer one count, not twenty)."""
+    ``.cancelled``) notices for approvers and staff, each followed by ``inbox.count``: the
+    number of items this viewer may decide, which differs per person (nobody decides their
+    own runs' items), so each socket recounts its own. Anyone else signed in gets the counts
+    alone (the questions of their own runs, which they answer): the notices name items of
+    other people's runs. Recounts do not pile up: while one runs, the notices that arrive
+    within :data:`INBOX_RECOUNT_DELAY_S` share one (a burst of twenty decisions costs each
+    viewer one count, not twenty)."""
 
     user: Any = None
+    counts_only = False
     recount_due = False
     recounting: asyncio.Task[None] | None = None
 
@@ -319,11 +321,7 @@ class InboxConsumer(_JsonFramesConsumer):
             await self.accept()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        pending = await _inbox_access(user)
-        if pending is None:
-            await self.accept()
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
+        self.counts_only, pending = await _inbox_access(user)
         self.user = user
         await self.channel_layer.group_add(feed.INBOX_GROUP, self.channel_name)
         self.groups.append(feed.INBOX_GROUP)
@@ -335,7 +333,8 @@ class InboxConsumer(_JsonFramesConsumer):
             self.recounting.cancel()
 
     async def inbox_event(self, message: dict[str, Any]) -> None:
-        await self.send_json({"type": message["event"], "approval": message["approval"]})
+        if not self.counts_only:
+            await self.send_json({"type": message["event"], "approval": message["approval"]})
         self.recount_due = True
         if self.recounting is None or self.recounting.done():
             self.recounting = asyncio.create_task(self._send_count())
@@ -353,11 +352,10 @@ class InboxConsumer(_JsonFramesConsumer):
 
 
 @database_sync_to_async
-def _inbox_access(user: Any) -> int | None:
-    """The count of items an approver (or staff) may decide, None for anyone else."""
-    if not (user.is_staff or can_approve(user)):
-        return None
-    return decidable_count(user)
+def _inbox_access(user: Any) -> tuple[bool, int]:
+    """Whether the user gets the counts alone (neither an approver nor staff), and the
+    count of the items they may decide."""
+    return not (user.is_staff or can_approve(user)), decidable_count(user)
 
 
 @database_sync_to_async

@@ -7,8 +7,9 @@
  *  - every frame is passed on as an `inbox:frame` event on document, and the socket's
  *    state as `inbox:socket` ({status: live | reconnecting | offline}), so the inbox page
  *    (inbox.js) follows the same socket instead of opening a second one;
- *  - the socket reconnects with backoff; closes 4401/4403/4404 are final and silent
- *    (signed out, or not an approver): the server-rendered count stays.
+ *  - the socket reconnects with backoff; closes 4401/4404 are final and silent
+ *    (signed out, or gone): the server-rendered count stays. Approvers get every
+ *    notice; anyone else the counts alone (their own runs' questions).
  */
 (function () {
   "use strict";
@@ -17,7 +18,7 @@
   if (!badge || !("WebSocket" in window)) return;
 
   var SOCKET_PATH = "/ws/inbox/";
-  var FINAL_CLOSES = { 4401: true, 4403: true, 4404: true };
+  var FINAL_CLOSES = { 4401: true, 4404: true };
   var MAX_BACKOFF_MS = 30000;
   var PING_EVERY_MS = 25000;
 

@@ -275,9 +275,23 @@ async def test_a_burst_of_inbox_notices_is_recounted_once_or_twice_per_viewer(ap
     await socket.disconnect()
 
 
-async def test_the_inbox_socket_is_for_approvers_only(composer: Any) -> None:
-    communicator, _, _ = await connect(composer, "/ws/inbox/")
-    assert await closed_with(communicator) == 4403
+async def test_someone_not_an_approver_gets_the_counts_of_their_own_questions_and_no_notices(
+        composer: Any, django_user_model: Any) -> None:
+    socket, connected, _ = await connect(composer, "/ws/inbox/")
+    assert connected
+    assert json.loads(await socket.receive_from(timeout=5)) == {"type": "inbox.synced", "pending": 0}
+    other = await database_sync_to_async(make_user)(django_user_model, "someone-else", "composers",
+                                                     password=None)
+    for owner, kind, title in ((composer, "clarification", "Which region?"), (other, "capability", "Delete?")):
+        root = await database_sync_to_async(make_root)(owner)
+        approval = await database_sync_to_async(Approval.objects.create)(
+            run=root, key=f"{root.pk}:{kind}:0", kind=kind, title=title)
+        await live.publish(live.inbox_message("approval.created",
+                                              await database_sync_to_async(approval.as_event_data)()))
+        # the count of what they may decide (their own run's question), never the items
+        assert json.loads(await socket.receive_from(timeout=5)) == {"type": "inbox.count", "pending": 1}
+    assert await socket.receive_nothing(timeout=0.5)
+    await socket.disconnect()
     anonymous, _, _ = await connect(AnonymousUser(), "/ws/inbox/")
     assert await closed_with(anonymous) == 4401
 
