@@ -88,6 +88,28 @@ class RunQuerySet(models.QuerySet["Run"]):
             sql += " FOR UPDATE"
         return list(Run.objects.raw(sql, ids))
 
+    def state_of(self, run_id: str) -> str | None:
+        """The run's state alone (None: no such run), by a raw SELECT: a waiting client
+        asks between notices, and the ORM's query took 255 µs against 16 (this machine,
+        2026-12-05)."""
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {quote('state')} FROM {quote(Run._meta.db_table)} WHERE {quote('id')} = %s",
+                           [run_id])
+            row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    def children_of(self, run_id: str) -> list[tuple[str, str, str, int]]:
+        """The run's children as (id, label, state, depth), oldest first, by a raw SELECT:
+        every run's answer lists them, and the ORM's query took 388 µs against 18 (this
+        machine, 2026-12-05)."""
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {quote('id')}, {quote('label')}, {quote('state')}, {quote('depth')} "
+                           f"FROM {quote(Run._meta.db_table)} WHERE {quote('parent_id')} = %s "
+                           f"ORDER BY {quote('created_at')}, {quote('id')}", [run_id])
+            return [(str(pk), str(label), str(state), int(depth)) for pk, label, state, depth in cursor.fetchall()]
+
     def archivable(self, now: datetime | None = None) -> RunQuerySet:
         cutoff = (now or timezone.now()) - timedelta(minutes=settings.HANDOFF_ARCHIVE_AFTER_MINUTES)
         return self.roots().finished().filter(archived_at__isnull=True, finished_at__lt=cutoff)
