@@ -26,6 +26,7 @@ from delegations.protocol.text_limits import MAX_MESSAGE_CHARS
 from delegations.protocol.trace_context import parse_traceparent
 from delegations.refusals import Refusal
 from delegations.runs.cancelling import end_cancelled
+from delegations.runs.eventlog import insert_runs
 from delegations.runs.lint import LintReport, lint_as_run
 from delegations.runs.queue import (
     LaneCounts,
@@ -150,7 +151,7 @@ def run_create(*, packet: dict[str, Any] | str | HandoffPacket, adapter: str | N
             if counts.room_now:   # a slot at once (else a slot freed hands it one, oldest first)
                 run.allocated_at = timezone.now()
                 start_when_committed(run)
-        run.save(force_insert=True)
+        insert_runs([run])
         if errors:
             record_end(run, RunState.REJECTED, error={
                 "code": ErrorCode.INVALID_PACKET.value, "message": rejection_message(errors),
