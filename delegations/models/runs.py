@@ -86,7 +86,7 @@ class RunQuerySet(models.QuerySet["Run"]):
                f"IN ({', '.join(['%s'] * len(ids))}) ORDER BY {quote('id')}")
         if lock and connection.features.has_select_for_update:
             sql += " FOR UPDATE"
-        return list(Run.objects.raw(sql, ids))
+        return list(self.raw(sql, ids))
 
     def state_of(self, run_id: str) -> str | None:
         """The run's state alone (None: no such run), by a raw SELECT: a waiting client

@@ -83,8 +83,8 @@ def after_execution(root: Run, state: str) -> None:
     have ended it meanwhile)."""
     dispatch_lane(root.owner_id)
     if state == RunState.AWAITING_APPROVAL:
-        now = Run.objects.only("state").get(pk=root.pk)
-        if not now.is_terminal and not Approval.objects.pending_in_tree(root.pk).exists():
+        current = Run.objects.only("state").get(pk=root.pk)
+        if not current.is_terminal and not Approval.objects.pending_in_tree(root.pk).exists():
             enqueue_run(root.pk)
 
 
