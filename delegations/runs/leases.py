@@ -20,11 +20,9 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from delegations.models import Run
-from delegations.models.runs import TERMINAL
 from delegations.runs.database_thread import DatabaseThread
 
 T = TypeVar("T")
@@ -47,10 +45,7 @@ def _lease_end(now: datetime) -> datetime:
 def acquire_lease(run_id: str, owner: str) -> Run | None:
     """Take the root run's lease unless a live worker holds it or the run is over."""
     now = timezone.now()
-    free = Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    taken = (Run.objects.filter(pk=run_id, parent__isnull=True).exclude(state__in=TERMINAL)
-             .filter(free).update(lease_owner=owner, lease_expires_at=_lease_end(now)))
-    return Run.objects.get(pk=run_id) if taken else None
+    return Run.objects.take_lease(run_id, owner, until=_lease_end(now), free_before=now)
 
 
 def lease_new_run(run: Run) -> str:
