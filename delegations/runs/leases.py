@@ -56,14 +56,13 @@ def lease_new_run(run: Run) -> str:
 
 
 def release_lease(run_id: str, owner: str) -> None:
-    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+    Run.objects.change_lease(run_id, owner, owner="", until=None)
 
 
 def renew_lease(run_id: str, owner: str) -> bool:
     """Extend the lease by a lease period; False when this owner no longer holds it (the
     sweeper took it back after it expired, or another worker holds it now)."""
-    return bool(Run.objects.filter(pk=run_id, lease_owner=owner).update(
-        lease_expires_at=_lease_end(timezone.now())))
+    return Run.objects.change_lease(run_id, owner, owner=owner, until=_lease_end(timezone.now()))
 
 
 class LeaseLost(Exception):
