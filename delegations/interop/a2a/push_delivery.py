@@ -110,7 +110,7 @@ def _deliver_forever() -> None:
         try:
             # one query for the whole batch: most tasks have no config, and a busy server
             # changes a hundred tasks a second
-            configured = set(TaskPushConfig.objects.filter(task_id__in=changed).values_list("task_id", flat=True))
+            configured = TaskPushConfig.configured(changed)
         except Exception:
             logger.exception("Push notification configs could not be read")
             configured = set()
