@@ -96,6 +96,25 @@ def test_a_killed_worker_s_run_is_resumed_by_the_other_worker_from_its_checkpoin
     assert_viewer_saw_everything(viewer, run_id)
 
 
+def test_a_worker_killed_under_load_loses_no_run_and_runs_none_twice(
+        api: httpx.Client, live_stack: ScaleOutStack) -> None:
+    """Thirty runs queued at once (eight at a time in the owner's lane, over both workers):
+    one worker is killed while it executes some of them. Every run still ends once, complete,
+    its edit applied once and every model turn charged once."""
+    run_ids = [start_run(api, edit_then_slow_turns(delay_ms=300)) for _ in range(30)]
+    victim = executing_worker(live_stack, run_ids[0])
+    wait_for(lambda: len(events(run_ids[0], "model_call")) >= 3, 20, "a few turns")
+    live_stack.signal_worker(victim, signal.SIGKILL)
+    for run_id in run_ids:
+        finished(run_id, timeout=120)
+    for run_id in run_ids:
+        assert_done_once(run_id)
+        assert notes_of(live_stack, run_id) == "first line\n"
+    # the runs the killed worker was executing were resumed by the other, each once
+    assert Run.objects.filter(pk__in=run_ids, recoveries=1).exists()
+    assert not Run.objects.filter(pk__in=run_ids, recoveries__gt=1).exists()
+
+
 class StalledTransaction(threading.Thread):
     """A session that locks the run's row and then stalls inside its transaction, as a
     worker paused while it stored a batch of events: PostgreSQL ends it after a lease
