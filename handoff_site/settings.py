@@ -110,17 +110,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["ENGINE"] = "handoff_site.sqlite_pooled"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["TEST"] = {"NAME": env_str("HANDOFF_TEST_DB", str(DATA_DIR / "test-db.sqlite3"))}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Connections come from a pool (psycopg_pool, through Django's "pool" option), each
-    # checked as it is handed out, so that one PostgreSQL restarted or a backend terminated
-    # costs a reconnect, not an error. Without it every request and every queued run opened
-    # a connection of its own, PostgreSQL forking a backend for each: a seventh of the web
-    # process's time and a tenth of an RQ worker's at 32 clients (load_probe.py --mode
-    # scaleout, py-spy, 2026-12-05).
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    DATABASES["default"]["OPTIONS"] = {"pool": {
-        "min_size": 2, "max_size": env_int("HANDOFF_DATABASE_POOL_SIZE", 20, minimum=2),
-        "timeout": 30}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channels -------------------------------------------------------------------------
