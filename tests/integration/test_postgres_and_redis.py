@@ -39,4 +39,3 @@ def test_the_configured_database_runs_migrations_and_queries():
 
     assert APIToken.objects.count() == 0
     assert connection.vendor in {"sqlite", "postgresql"}
-
