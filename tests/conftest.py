@@ -29,6 +29,16 @@ def _fresh_rate_limits() -> None:
         cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_mcp_listings() -> None:
+    """A tool listing is cached per server config for 30 s, and test servers bind to
+    ports the kernel hands out again: each test lists its own servers afresh. The MCP
+    client is not imported for tests that never loaded it."""
+    client = sys.modules.get("delegations.protocol.mcp_client")
+    if client is not None:
+        client.forget_listings()
+
+
 def make_user(django_user_model: Any, username: str, *groups: str, password: str | None = PASSWORD,
               **extra: Any) -> Any:
     """A user in ``groups`` (``password=None``: none, for force_login and API tokens only,

@@ -97,6 +97,12 @@ class _Listing:
 _listings: dict[McpServerConfig, _Listing] = {}
 
 
+def forget_listings() -> None:
+    """Drop every cached listing: the next run start asks each server again (a server
+    restarted on the same URL with other tools, or a test's server on a reused port)."""
+    _listings.clear()
+
+
 class McpTools:
     """The tools of a host's MCP servers for the runs it executes."""
 
