@@ -19,6 +19,7 @@ from delegations.accounts.auth import websocket_auth  # noqa: E402
 from delegations.interop.a2a.app import beside  # noqa: E402
 from delegations.live.consumers import UnknownRouteConsumer  # noqa: E402
 from delegations.live.routing import websocket_urlpatterns  # noqa: E402
+from handoff_site.request_threads import reused_request_threads  # noqa: E402
 
 
 class HeaderLimits:
@@ -50,7 +51,7 @@ class HeaderLimits:
 
 
 application = HeaderLimits(ProtocolTypeRouter({
-    "http": beside(django_asgi_app),   # the A2A routes, behind their gate, then Django
+    "http": reused_request_threads(beside(django_asgi_app)),   # the A2A routes, behind their gate, then Django
     "websocket": websocket_auth(URLRouter([
         *websocket_urlpatterns,
         re_path(r"^.*$", UnknownRouteConsumer.as_asgi()),
