@@ -62,13 +62,13 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "handoff_site.static_files.StaticFiles",   # WhiteNoise, for static paths only
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "handoff_site.loop_middleware.SessionMiddleware",
+    "handoff_site.loop_middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "handoff_site.form_text.FormTextLimits",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "handoff_site.loop_middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "handoff_site.loop_middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
