@@ -7,17 +7,15 @@ ids (uuid4 hex), so ``Run.pk`` is what events, checkpoints and URLs use.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, models
-from django.db.models import Field, Q
+from django.db.models import Q
 from django.utils import timezone
 
+from delegations.models.raw_rows import read, reader
 from delegations.protocol.a2a_subagents import parse_remote_ref
 from delegations.protocol.lifecycle import (
     ACTIVE_STATES,
@@ -84,11 +82,11 @@ class RunQuerySet(models.QuerySet["Run"]):
         if not ids:
             return []
         quote = connection.ops.quote_name
-        sql = (f"SELECT {_reader(without).columns} FROM {quote(Run._meta.db_table)} WHERE {quote('id')} "
+        sql = (f"SELECT {reader(Run, without).columns} FROM {quote(Run._meta.db_table)} WHERE {quote('id')} "
                f"IN ({', '.join(['%s'] * len(ids))}) ORDER BY {quote('id')}")
         if lock and connection.features.has_select_for_update:
             sql += " FOR UPDATE"
-        return _read_runs(sql, ids, without)
+        return read(Run, sql, ids, without)
 
     def take_lease(self, run_id: str, owner: str, *, until: datetime, free_before: datetime) -> Run | None:
         """Root run ``run_id`` leased to ``owner`` until ``until`` and read whole, by one
@@ -104,8 +102,8 @@ class RunQuerySet(models.QuerySet["Run"]):
                f"WHERE {quote('id')} = %s AND {quote('parent_id')} IS NULL "
                f"AND {quote('state')} NOT IN ({terminal}) "
                f"AND ({lease_owner} = '' OR {lease_expires_at} IS NULL OR {lease_expires_at} < %s) "
-               f"RETURNING {_reader().columns}")
-        taken = _read_runs(sql, [owner, adapt(until), run_id, *TERMINAL, adapt(free_before)])
+               f"RETURNING {reader(Run).columns}")
+        taken = read(Run, sql, [owner, adapt(until), run_id, *TERMINAL, adapt(free_before)])
         return taken[0] if taken else None
 
     def change_lease(self, run_id: str, held_by: str, *, owner: str, until: datetime | None) -> bool:
@@ -147,59 +145,6 @@ class RunQuerySet(models.QuerySet["Run"]):
         cutoff = (now or timezone.now()) - timedelta(minutes=settings.HANDOFF_ARCHIVE_AFTER_MINUTES)
         return self.roots().finished().filter(archived_at__isnull=True, finished_at__lt=cutoff)
 
-
-@dataclass(frozen=True)
-class _RowReader:
-    """How the raw statements here turn a row of a run's columns (all but ``without``)
-    into a Run, worked out once: Django's RawQuerySet worked it out again on every query
-    (the columns' fields, their order, their converters), and reading runs so was an
-    eighth of the embedded server's time at 32 clients (py-spy, 2026-12-05)."""
-
-    columns: str                     # quoted, for SELECT or RETURNING
-    names: frozenset[str]            # the attnames read
-    # (column index, converters, expression), as SQLCompiler.get_converters makes them
-    converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
-
-
-@functools.cache
-def _reader(without: tuple[str, ...] = ()) -> _RowReader:
-    """The reader for ``without``. Its backend converters are bound to the operations of
-    the connection that made it: they read only the settings (the time zone), the same
-    for every connection of the process, which each call passes its own of."""
-    fields = [field for field in run_fields() if field.name not in without]
-    quote = connection.ops.quote_name
-    converters = []
-    for index, field in enumerate(fields):
-        column = field.get_col(Run._meta.db_table)
-        functions = (*connection.ops.get_db_converters(column), *column.get_db_converters(connection))
-        if functions:
-            converters.append((index, tuple(functions), column))
-    return _RowReader(", ".join(quote(str(field.column)) for field in fields),
-                      frozenset(field.attname for field in fields), tuple(converters))
-
-
-def _read_runs(sql: str, params: list[Any], without: tuple[str, ...] = ()) -> list[Run]:
-    """The runs of ``sql``, which reads the columns of ``_reader(without)``."""
-    reader = _reader(without)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    runs = []
-    for row in rows:
-        values = list(row)
-        for index, functions, expression in reader.converters:
-            value = values[index]
-            for convert in functions:
-                value = convert(value, expression, connection)
-            values[index] = value
-        runs.append(Run.from_db(connection.alias, reader.names, values))
-    return runs
-
-
-@functools.cache
-def run_fields() -> tuple[Field[Any, Any], ...]:
-    """The run's columns, in the order of its table."""
-    return tuple(field for field in Run._meta.concrete_fields if isinstance(field, Field))
 
 
 class Run(models.Model):

@@ -34,7 +34,7 @@ from django.db.models import DateTimeField, Field, JSONField
 from django.utils import timezone
 
 from delegations.models import Run, RunCheckpoint, RunCheckpointPart, RunEvent
-from delegations.models.runs import run_fields
+from delegations.models.raw_rows import concrete_fields
 from delegations.protocol.checkpoints import Checkpoint
 from delegations.protocol.errors import ProtocolError
 from delegations.protocol.events import EventType
@@ -260,7 +260,7 @@ def insert_runs(runs: list[Run]) -> None:
     if not runs:
         return
     quote = connection.ops.quote_name
-    fields = run_fields()
+    fields = concrete_fields(Run)
     sql = (f"INSERT INTO {quote(Run._meta.db_table)} ({', '.join(quote(str(f.column)) for f in fields)}) "
            f"VALUES ({', '.join(_placeholder(field) for field in fields)})")
     with connection.cursor() as cursor:
@@ -297,7 +297,7 @@ def _new_run(**values: Any) -> Run:
     """A Run from column values (by attname), the others at their defaults: positional
     arguments take Model.__init__'s fast path, several times cheaper than keywords."""
     columns = [values.pop(field.attname) if field.attname in values else field.get_default()
-               for field in run_fields()]
+               for field in concrete_fields(Run)]
     run = Run(*columns)  # type: ignore[misc]  # the stubs know keyword arguments only
     if values:
         raise TypeError(f"Run has no columns {', '.join(values)}")
