@@ -88,19 +88,23 @@ def test_a_forwarded_header_is_believed_from_the_proxies_the_operator_names(sett
 @pytest.mark.django_db
 def test_headers_past_the_size_limit_are_refused_before_they_are_all_read(settings: Any) -> None:
     with running("handoff_site.asgi:application") as port:
-        assert get(port, "X-Filler: " + "a" * (8 * 1024 * 1024)).startswith(b"HTTP/1.1 400")
-        just_over = get(port, "X-Filler: " + "a" * settings.HANDOFF_MAX_HEADER_BYTES)
-        assert just_over.startswith(b"HTTP/1.1 431") and b"too large" in body(just_over)
+        # refused while it arrives (by the server's parser) or once it arrived whole (by the
+        # app), as the bytes happen to come: either way a 431 saying why
+        for size in (8 * 1024 * 1024, settings.HANDOFF_MAX_HEADER_BYTES):
+            refused = get(port, "X-Filler: " + "a" * size)
+            assert refused.startswith(b"HTTP/1.1 431") and b"Request headers too large" in body(refused), size
         assert get(port, "X-Filler: " + "a" * 16_000).startswith(b"HTTP/1.1 302")   # to the login page
 
 
 @pytest.mark.django_db
 def test_more_headers_than_the_limit_answer_431(settings: Any) -> None:
     with running("handoff_site.asgi:application") as port:
-        for count in (10_000, settings.HANDOFF_MAX_HEADERS):
-            answer = get(port, *(f"X-{number}: 1" for number in range(count)))
-            assert answer.startswith(b"HTTP/1.1 431"), count
-            assert b"Too many request headers" in body(answer)
+        # 10,000 are over the size limit too: refused for that while they arrive
+        answer = get(port, *(f"X-{number}: 1" for number in range(10_000)))
+        assert answer.startswith(b"HTTP/1.1 431")
+        assert b"Too many request headers" in body(answer) or b"Request headers too large" in body(answer)
+        answer = get(port, *(f"X-{number}: 1" for number in range(settings.HANDOFF_MAX_HEADERS + 1)))
+        assert answer.startswith(b"HTTP/1.1 431") and b"Too many request headers" in body(answer)
         assert get(port, *(f"X-{number}: 1" for number in range(90))).startswith(b"HTTP/1.1 302")
 
 

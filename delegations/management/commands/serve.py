@@ -24,16 +24,18 @@ def server_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
     where Daphne/Twisted queued it for the next loop pass (an epoll_ctl per socket each
     way, the GIL released per write); with a hundred viewers of a busy run that was most
     of the server's time (README, Benchmarks). HTTP is parsed by h11, whose buffer limit
-    bounds a request's line and headers (HANDOFF_MAX_HEADER_BYTES) while they arrive;
-    httptools buffers headers of any size. Django's LOGGING applies (log_config=None).
+    bounds a request's line and headers (HANDOFF_MAX_HEADER_BYTES) while they arrive (a
+    431, http_protocol.py); httptools buffers headers of any size. Django's LOGGING applies (log_config=None).
     X-Forwarded-For and -Proto are believed only from FORWARDED_ALLOW_IPS: uvicorn's own
     default trusts 127.0.0.1, which let any local client pick the address the login and
     token limits count.
     """
     import uvicorn
 
+    from delegations.management.http_protocol import HeadLimitedH11
+
     proxies = settings.FORWARDED_ALLOW_IPS
-    return uvicorn.Config(app, host=host, port=port, loop="uvloop", http="h11", ws="websockets-sansio",
+    return uvicorn.Config(app, host=host, port=port, loop="uvloop", http=HeadLimitedH11, ws="websockets-sansio",
                           lifespan="off", log_config=None, access_log=False,
                           h11_max_incomplete_event_size=settings.HANDOFF_MAX_HEADER_BYTES,
                           proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None)
