@@ -52,6 +52,14 @@ def reader(model: type[models.Model], without: tuple[str, ...] = ()) -> RowReade
                      frozenset(field.attname for field in fields), tuple(converters))
 
 
+def select[M: models.Model](model: type[M], tail: str, params: list[Any],
+                            without: tuple[str, ...] = ()) -> list[M]:
+    """``SELECT`` the columns of ``reader(model, without)`` ``FROM`` the model's table, then
+    ``tail`` (its WHERE, ORDER BY, FOR UPDATE), read by :func:`read`."""
+    table = connection.ops.quote_name(model._meta.db_table)
+    return read(model, f"SELECT {reader(model, without).columns} FROM {table} {tail}", params, without)
+
+
 def read[M: models.Model](model: type[M], sql: str, params: list[Any], without: tuple[str, ...] = ()) -> list[M]:
     """The instances of ``model`` that ``sql`` reads, which reads the columns of
     ``reader(model, without)``."""

@@ -15,7 +15,7 @@ from django.db import connection, models
 from django.db.models import Q
 from django.utils import timezone
 
-from delegations.models.raw_rows import read, reader
+from delegations.models.raw_rows import read, reader, select
 from delegations.protocol.a2a_subagents import parse_remote_ref
 from delegations.protocol.lifecycle import (
     ACTIVE_STATES,
@@ -82,11 +82,10 @@ class RunQuerySet(models.QuerySet["Run"]):
         if not ids:
             return []
         quote = connection.ops.quote_name
-        sql = (f"SELECT {reader(Run, without).columns} FROM {quote(Run._meta.db_table)} WHERE {quote('id')} "
-               f"IN ({', '.join(['%s'] * len(ids))}) ORDER BY {quote('id')}")
+        tail = f"WHERE {quote('id')} IN ({', '.join(['%s'] * len(ids))}) ORDER BY {quote('id')}"
         if lock and connection.features.has_select_for_update:
-            sql += " FOR UPDATE"
-        return read(Run, sql, ids, without)
+            tail += " FOR UPDATE"
+        return select(Run, tail, ids, without)
 
     def take_lease(self, run_id: str, owner: str, *, until: datetime, free_before: datetime) -> Run | None:
         """Root run ``run_id`` leased to ``owner`` until ``until`` and read whole, by one

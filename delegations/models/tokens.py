@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, models
 from django.utils import timezone
 
-from delegations.models.raw_rows import read, reader
+from delegations.models.raw_rows import select
 
 TOKEN_PREFIX = "hnd_"
 LAST_USED_STEP = timedelta(minutes=1)   # how stale a token's "last used" may be
@@ -27,12 +27,10 @@ def _active_token(digest: str) -> APIToken | None:
     299-375 µs, so 144-179."""
     quote = connection.ops.quote_name
     users = get_user_model()
-    tokens = read(APIToken, f"SELECT {reader(APIToken).columns} FROM {quote(APIToken._meta.db_table)} "
-                            f"WHERE {quote('digest')} = %s AND {quote('revoked_at')} IS NULL", [digest])
+    tokens = select(APIToken, f"WHERE {quote('digest')} = %s AND {quote('revoked_at')} IS NULL", [digest])
     if not tokens:
         return None
-    owners = read(users, f"SELECT {reader(users).columns} FROM {quote(users._meta.db_table)} "
-                         f"WHERE {quote(str(users._meta.pk.column))} = %s", [tokens[0].user_id])
+    owners = select(users, f"WHERE {quote(str(users._meta.pk.column))} = %s", [tokens[0].user_id])
     if not owners or not owners[0].is_active:
         return None
     tokens[0].user = owners[0]
