@@ -110,6 +110,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["ENGINE"] = "handoff_site.sqlite_pooled"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["TEST"] = {"NAME": env_str("HANDOFF_TEST_DB", str(DATA_DIR / "test-db.sqlite3"))}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Connections come from a pool, each checked as it is handed out: a PostgreSQL
+    # restarted or a backend terminated costs a reconnect, not an error or a wait
+    # (postgres_pooled). Each process keeps at most HANDOFF_DATABASE_POOL_SIZE.
+    DATABASES["default"]["ENGINE"] = "handoff_site.postgres_pooled"
+    DATABASES["default"]["OPTIONS"] = {"pool": {
+        "min_size": 2, "max_size": env_int("HANDOFF_DATABASE_POOL_SIZE", 20, minimum=2), "timeout": 30}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channels -------------------------------------------------------------------------
@@ -251,7 +258,7 @@ HANDOFF_MCP_STDIO_COMMANDS = _stdio_commands("HANDOFF_MCP_STDIO_COMMANDS")
 # a run waiting on its model or on a person takes a place but no thread.
 HANDOFF_WORKER_CAPACITY = env_int("HANDOFF_WORKER_CAPACITY", 500, minimum=1)
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30, minimum=5)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if DATABASES["default"]["ENGINE"] == "handoff_site.postgres_pooled":
     # A process stalled inside a transaction (paused, swapped out, its machine frozen) keeps
     # the rows it locked: the run it was writing, its owner's lane. Nothing Handoff does
     # waits inside a transaction, so a session idle in one for a whole lease period is such
