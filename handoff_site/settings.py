@@ -113,10 +113,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Connections come from a pool, each checked as it is handed out: a PostgreSQL
     # restarted or a backend terminated costs a reconnect, not an error or a wait
-    # (postgres_pooled). Each process keeps at most HANDOFF_DATABASE_POOL_SIZE.
+    # (postgres_pooled). Each process keeps at most HANDOFF_DATABASE_POOL_SIZE. The URL's
+    # own options (?sslmode=require ...) stay.
     DATABASES["default"]["ENGINE"] = "handoff_site.postgres_pooled"
-    DATABASES["default"]["OPTIONS"] = {"pool": {
-        "min_size": 2, "max_size": env_int("HANDOFF_DATABASE_POOL_SIZE", 20, minimum=2), "timeout": 30}}
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2, "max_size": env_int("HANDOFF_DATABASE_POOL_SIZE", 20, minimum=2), "timeout": 30}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channels -------------------------------------------------------------------------

@@ -159,6 +159,23 @@ def test_bad_settings_fail_with_a_message_naming_the_variable(monkeypatch, reade
         reader()
 
 
+def test_a_postgresql_url_keeps_its_options_beside_the_pool(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    shown = subprocess.run(
+        [sys.executable, "-c", "import json; from django.conf import settings; "
+                               "print(json.dumps(settings.DATABASES['default']['OPTIONS']))"],
+        capture_output=True, text=True, check=True,
+        env={"PATH": "/usr/bin:/bin", "HANDOFF_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "handoff_site.settings",
+             "DATABASE_URL": "postgres://u@db.example:5432/h?sslmode=require", "HANDOFF_DATABASE_POOL_SIZE": "7"})
+    options = json.loads(shown.stdout)
+    assert options["sslmode"] == "require"
+    assert options["pool"]["max_size"] == 7
+    assert "idle_in_transaction_session_timeout" in options["options"]
+
+
 def test_a_bad_setting_stops_start_up(tmp_path):
     import subprocess
     import sys
