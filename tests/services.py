@@ -64,8 +64,9 @@ def postgres_url() -> str:
     return url
 
 
-def page_handler(body: str, content_type: str = "text/html") -> type[BaseHTTPRequestHandler]:
-    """A handler that answers every GET with ``body``; the paths asked for are in its ``served``."""
+def page_handler(body: str, content_type: str = "text/html", status: int = 200) -> type[BaseHTTPRequestHandler]:
+    """A handler that answers every GET with ``body`` (and ``status``); the paths asked for
+    are in its ``served``."""
 
     class Page(BaseHTTPRequestHandler):
         served: ClassVar[list[str]] = []
@@ -73,7 +74,7 @@ def page_handler(body: str, content_type: str = "text/html") -> type[BaseHTTPReq
         def do_GET(self) -> None:
             Page.served.append(self.path)
             data = body.encode()
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -67,7 +67,8 @@ def test_a_quote_of_the_fetched_page_is_met_and_an_invented_one_is_not() -> None
 
 def test_without_a_fetched_page_the_detail_says_the_run_fetched_none_and_no_input_is_missing() -> None:
     report = evaluate_criteria(answer(**RIGHT), CRITERIA, None, {"question": "When?"})
-    assert report.items[0].detail == ("the run fetched no page with http_get, so evidence cannot be "
+    assert report.items[0].detail == ("the run fetched no page with http_get (a failed fetch or an "
+                                      "error status such as 404 brings none), so evidence cannot be "
                                       "checked against one")
     assert missing_inputs(CRITERIA, {"question": "When?"}) == []   # no input could hold it
 
@@ -111,6 +112,25 @@ async def test_a_failed_fetch_leaves_the_model_free_to_say_so(runner: Runner) ->
     assert outcome.state is RunState.FAILED
     assert outcome.result is not None and outcome.result.error_report is not None
     assert outcome.result.error_report.message == "The page could not be fetched."
+
+
+NotFound = page_handler("<html><body><h1>404 Not Found</h1><p>Error code 1: no such page.</p></body></html>",
+                        status=404)
+
+
+async def test_an_error_page_is_not_a_fetched_page(runner: Runner) -> None:
+    """A small model that garbled the URL got the server's 404 page; an answer quoting it
+    ("1", "404") is not borne out by the page the person named, and the model is not made
+    to answer from it."""
+    from_error_page = {"answer": "1", "evidence": "404", "found": True}
+    with http_on_loopback(NotFound) as url:
+        adapter = SmallModel({"script": [call_turn("http_get", {"url": f"{url}/museun"}), yield_turn(from_error_page),
+                                         yield_turn(from_error_page)]})
+        outcome = await runner.start(packet(f"{url}/museum"), adapter=adapter)
+    assert NotFound.served == ["/museun"]
+    assert adapter.received_tool_choices[:2] == ["http_get", None]   # free to fetch again or say so
+    assert outcome.state is RunState.FAILED
+    assert outcome.error is not None and "fetched no page with http_get" in outcome.error["message"]
 
 
 async def test_a_run_not_judged_on_pages_is_never_steered(runner: Runner, page_url: str) -> None:

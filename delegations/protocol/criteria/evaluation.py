@@ -410,6 +410,10 @@ def _condition_unmet(c: Criterion, result: ResponsePackage) -> str | None:
            f"not {_short(expected)}"
 
 
+NO_PAGE_FETCHED = ("the run fetched no page with http_get (a failed fetch or an error status such as 404 "
+                   "brings none)")
+
+
 def _check_grounded(c: Criterion, result: ResponsePackage, input_data: dict[str, Any]) -> tuple[bool, str]:
     if (skipped := _condition_unmet(c, result)) is not None:
         return True, skipped
@@ -419,7 +423,7 @@ def _check_grounded(c: Criterion, result: ResponsePackage, input_data: dict[str,
         return words_absent(c, input_data)
     path = c.params["path"]
     if grounding.is_missing(given) and source == grounding.FETCHED_PAGES:
-        return False, f"the run fetched no page with http_get, so {path} cannot be checked against one"
+        return False, f"{NO_PAGE_FETCHED}, so {path} cannot be checked against one"
     if grounding.is_missing(given):
         return False, f"the input has no {source}, so {path} cannot be checked against it"
     where, value = locate(result, path)
@@ -450,7 +454,7 @@ def words_absent(c: Criterion, input_data: dict[str, Any]) -> tuple[bool, str]:
     if grounding.is_missing(question) or grounding.is_missing(given):
         missing = words_of if grounding.is_missing(question) else source
         if missing == grounding.FETCHED_PAGES:
-            return False, "the run fetched no page with http_get, so this cannot be checked"
+            return False, f"{NO_PAGE_FETCHED}, so this cannot be checked"
         return False, f"the input has no {missing}, so this cannot be checked"
     words = grounding.key_words(grounding.source_text(question))
     present = grounding.words_present(words, grounding.source_text(given))

@@ -27,17 +27,23 @@ def fetched_pages(messages: list[dict[str, Any]]) -> str:
     """The bodies of the pages fetched with ``http_get``, in order, read from the run's tool
     messages, which its checkpoint keeps: an answer given after a resume is judged on the
     same pages."""
-    bodies = []
-    for message in _fetches(messages):
-        if message.get("failure"):
-            continue
-        try:
-            page = json.loads(message.get("content") or "")
-        except ValueError:
-            continue
-        if isinstance(page, dict) and isinstance(page.get("body"), str):
-            bodies.append(page["body"])
-    return "\n\n".join(bodies)
+    return "\n\n".join(body for body in map(_page_body, _fetches(messages)) if body is not None)
+
+
+def _page_body(message: dict[str, Any]) -> str | None:
+    """The page a fetch brought, or None when it brought none: it failed, or the server
+    answered with an error status. An error page is not the page a person named (a small
+    model that garbled the URL got a 404 page, and "404" was then a quote of it)."""
+    if message.get("failure"):
+        return None
+    try:
+        page = json.loads(message.get("content") or "")
+    except ValueError:
+        return None
+    if not isinstance(page, dict) or not isinstance(page.get("body"), str):
+        return None
+    status = page.get("status")
+    return page["body"] if not isinstance(status, int) or status < 400 else None
 
 
 def grounding_sources(input_data: dict[str, Any], fetched: str) -> dict[str, Any]:
@@ -54,7 +60,8 @@ def judged_on_fetched_pages(criteria: list[str | dict[str, Any]]) -> bool:
 def step_for(run: ActiveRun) -> str | None:
     """The one tool a run judged on fetched pages must call next, if any: ``http_get`` until
     it has tried a fetch; then, for a small model (an adapter with ``compact_prompt``, which
-    otherwise fetches the same page again and again), ``yield_control`` once a page came."""
+    otherwise fetches the same page again and again), ``yield_control`` once a page came
+    (not an error page: then it may fetch another URL, or say it found none)."""
     packet = run.scope.packet
     if packet is None or not any(tool["name"] == HTTP_GET for tool in run.scope.tools):
         return None
@@ -63,7 +70,7 @@ def step_for(run: ActiveRun) -> str | None:
     tried = list(_fetches(run.chat.messages))
     if not tried:
         return HTTP_GET
-    if run.adapter.compact_prompt and any(not message.get("failure") for message in tried):
+    if run.adapter.compact_prompt and any(_page_body(message) is not None for message in tried):
         return YIELD_CONTROL
     return None
 
