@@ -15,6 +15,7 @@ from delegations.protocol.lifecycle import RunState
 from delegations.protocol.packet import parse_packet
 from delegations.protocol.results import ResponsePackage, ResultStatus
 from delegations.protocol.runner import Runner
+from delegations.protocol.runner.fetched import named_urls, page_text
 from tests.services import http_on_loopback, page_handler
 
 from .conftest import call_turn, root_packet, yield_turn
@@ -83,6 +84,36 @@ async def test_the_run_fetches_first_and_its_answer_is_judged_on_the_page(runner
     assert adapter.received_tool_choices == ["http_get", None]
     assert outcome.criteria_report is not None
     assert all(item["met"] for item in outcome.criteria_report["items"]), outcome.criteria_report
+
+
+async def test_the_first_fetch_is_held_to_the_urls_the_input_names(runner: Runner, page_url: str) -> None:
+    adapter = ScriptedAdapter({"script": [call_turn("http_get", {"url": page_url}), yield_turn(RIGHT)]})
+    await runner.start(packet(page_url), adapter=adapter)
+    [offered] = adapter.received_tools[0]
+    assert offered["parameters"]["properties"]["url"] == {"type": "string", "enum": [page_url]}
+    # after the fetch the model is free, and http_get as it always is
+    later = next(tool for tool in adapter.received_tools[1] if tool["name"] == "http_get")
+    assert "enum" not in later["parameters"]["properties"]["url"]
+
+
+def test_an_html_page_is_judged_on_its_text_not_its_markup() -> None:
+    assert page_text(PAGE) == ("Harbour Museum\nThe museum is open from Tuesday to Sunday. On Sundays "
+                               "it opens at 11:00 and closes at 17:00.")
+    assert page_text("<head><title>Hours</title><style>p{}</style><script>var x = 1;</script></head>"
+                     "<p>Open&nbsp;at <b>10:00</b> &amp; later</p>") == "Hours\nOpen at 10:00 & later"
+    on_the_page = evaluate_criteria(answer(**RIGHT), CRITERIA, None, {"fetched_pages": page_text(PAGE)})
+    assert on_the_page.all_met
+    # "1" was in the page's <h1>, not in anything it said
+    from_markup = evaluate_criteria(answer(answer="1", evidence="Harbour Museum", found=True), CRITERIA,
+                                    None, {"fetched_pages": page_text(PAGE)})
+    assert [item.met for item in from_markup.items] == [True, False, True]
+
+
+def test_the_urls_an_input_names_are_its_values_that_are_urls() -> None:
+    assert named_urls({"url": " https://example.org/a ", "question": "see https://example.org/b?",
+                       "more": [{"page": "http://example.org/c"}, "https://example.org/a"],
+                       "count": 3}) == ["https://example.org/a", "http://example.org/c"]
+    assert named_urls({"question": "When?"}) == []
 
 
 async def test_an_answer_from_memory_after_the_fetch_fails_its_criteria(runner: Runner, page_url: str) -> None:

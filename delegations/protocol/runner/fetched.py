@@ -13,6 +13,7 @@ model is free again.
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 from typing import Any
 
 from ..criteria import readable_criteria
@@ -24,16 +25,17 @@ HTTP_GET = "http_get"
 
 
 def fetched_pages(messages: list[dict[str, Any]]) -> str:
-    """The bodies of the pages fetched with ``http_get``, in order, read from the run's tool
-    messages, which its checkpoint keeps: an answer given after a resume is judged on the
-    same pages."""
+    """The pages fetched with ``http_get``, in order (an HTML page's text), read from the
+    run's tool messages, which its checkpoint keeps: an answer given after a resume is
+    judged on the same pages."""
     return "\n\n".join(body for body in map(_page_body, _fetches(messages)) if body is not None)
 
 
 def _page_body(message: dict[str, Any]) -> str | None:
-    """The page a fetch brought, or None when it brought none: it failed, or the server
-    answered with an error status. An error page is not the page a person named (a small
-    model that garbled the URL got a 404 page, and "404" was then a quote of it)."""
+    """The page a fetch brought (an HTML page's text), or None when it brought none: it
+    failed, or the server answered with an error status. An error page is not the page a
+    person named (a small model that garbled the URL got a 404 page, and "404" was then a
+    quote of it)."""
     if message.get("failure"):
         return None
     try:
@@ -43,7 +45,52 @@ def _page_body(message: dict[str, Any]) -> str | None:
     if not isinstance(page, dict) or not isinstance(page.get("body"), str):
         return None
     status = page.get("status")
-    return page["body"] if not isinstance(status, int) or status < 400 else None
+    if isinstance(status, int) and status >= 400:
+        return None
+    html = "html" in str(page.get("content_type", "")).lower()
+    return page_text(page["body"]) if html else page["body"]
+
+
+def page_text(html: str) -> str:
+    """The text an HTML page shows, a line per block: what the page says, not its markup
+    (Gemma 3 270M answered "1" about a page's opening hours, and "1" was in its ``<h1>``)."""
+    reader = _PageText()
+    reader.feed(html)
+    reader.close()
+    lines = (" ".join(line.split()) for line in "".join(reader.parts).splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+class _PageText(HTMLParser):
+    """Collects a page's text: scripts, styles and templates left out, a line ended at each
+    block element."""
+
+    HIDDEN = frozenset({"script", "style", "template"})
+    BLOCKS = frozenset({"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt",
+                        "figcaption", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header",
+                        "hr", "li", "main", "nav", "ol", "p", "pre", "section", "table", "td", "th",
+                        "title", "tr", "ul"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.HIDDEN:
+            self.hidden += 1
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(data)
 
 
 def grounding_sources(input_data: dict[str, Any], fetched: str) -> dict[str, Any]:
@@ -73,6 +120,36 @@ def step_for(run: ActiveRun) -> str | None:
     if run.adapter.compact_prompt and any(_page_body(message) is not None for message in tried):
         return YIELD_CONTROL
     return None
+
+
+def offered_for(run: ActiveRun, tools: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
+    """The tool of ``step`` (:func:`step_for`) as the model is offered it: ``http_get`` with
+    its ``url`` held to the URLs the run's input names, when it names any, so the fetch is
+    of the page a person named (Gemma 3 270M, asked for http://127.0.0.1:8799/hours.html,
+    wrote .../http_gtt.html). A person approving the fetch may still change the URL."""
+    offered = [tool for tool in tools if tool["name"] == step]
+    packet = run.scope.packet
+    urls = named_urls(packet.input_data) if step == HTTP_GET and packet is not None else []
+    if not urls:
+        return offered
+    return [{**tool, "parameters": {**tool["parameters"], "properties": {
+        **tool["parameters"]["properties"], "url": {"type": "string", "enum": urls}}}}
+        for tool in offered]
+
+
+def named_urls(value: Any) -> list[str]:
+    """The http(s) URLs among the input's values (a value that is a URL and nothing else,
+    at any depth), in order, each once."""
+    if isinstance(value, dict):
+        found = [url for item in value.values() for url in named_urls(item)]
+    elif isinstance(value, list):
+        found = [url for item in value for url in named_urls(item)]
+    elif isinstance(value, str) and value.strip().startswith(("http://", "https://")) \
+            and len(value.split()) == 1:
+        found = [value.strip()]
+    else:
+        found = []
+    return list(dict.fromkeys(found))
 
 
 def _fetches(messages: list[dict[str, Any]]) -> Any:

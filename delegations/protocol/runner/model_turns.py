@@ -31,7 +31,7 @@ from ..pricing import PriceTable, cost_usd, normalize_prices
 from ..tool_schemas import MODEL_TOOLS
 from ..tools import YIELD_CONTROL
 from .decoding import shaped_tools
-from .fetched import step_for
+from .fetched import offered_for, step_for
 from .questions import Questions
 from .reporting import Emit, Reporter
 from .settings import RunnerSettings
@@ -78,9 +78,8 @@ class ModelTurns:
                 tool_choice=YIELD_CONTROL)
         elif (step := step_for(run)) is not None:
             # a run judged on the pages it fetches: fetch, then answer (fetched.py)
-            offered = [tool for tool in tools if tool["name"] == step]
-            turn = await run.adapter.complete(list(chat.messages), offered, on_text=stream.feed,
-                                              tool_choice=step)
+            turn = await run.adapter.complete(list(chat.messages), offered_for(run, tools, step),
+                                              on_text=stream.feed, tool_choice=step)
         else:
             # tool_choice is left out: adapters written before it existed keep working
             turn = await run.adapter.complete(list(chat.messages), tools, on_text=stream.feed)
