@@ -101,6 +101,7 @@ def test_an_html_page_is_judged_on_its_text_not_its_markup() -> None:
                                "it opens at 11:00 and closes at 17:00.")
     assert page_text("<head><title>Hours</title><style>p{}</style><script>var x = 1;</script></head>"
                      "<p>Open&nbsp;at <b>10:00</b> &amp; later</p>") == "Hours\nOpen at 10:00 & later"
+    assert page_text("<p>a</p><![foo bar>") == "<p>a</p><![foo bar>"   # markup the parser gives up on
     on_the_page = evaluate_criteria(answer(**RIGHT), CRITERIA, None, {"fetched_pages": page_text(PAGE)})
     assert on_the_page.all_met
     # "1" was in the page's <h1>, not in anything it said

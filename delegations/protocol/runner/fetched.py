@@ -12,6 +12,7 @@ model is free again.
 
 from __future__ import annotations
 
+import functools
 import json
 from html.parser import HTMLParser
 from typing import Any
@@ -51,12 +52,18 @@ def _page_body(message: dict[str, Any]) -> str | None:
     return page_text(page["body"]) if html else page["body"]
 
 
+@functools.lru_cache(maxsize=16)   # read again for every model call and judgment of a run
 def page_text(html: str) -> str:
     """The text an HTML page shows, a line per block: what the page says, not its markup
-    (Gemma 3 270M answered "1" about a page's opening hours, and "1" was in its ``<h1>``)."""
+    (Gemma 3 270M answered "1" about a page's opening hours, and "1" was in its ``<h1>``).
+    Markup the standard library's parser gives up on (``<![foo bar>``) leaves the page as
+    it came."""
     reader = _PageText()
-    reader.feed(html)
-    reader.close()
+    try:
+        reader.feed(html)
+        reader.close()
+    except AssertionError:   # _markupbase's "unknown status keyword ... in marked section"
+        return html
     lines = (" ".join(line.split()) for line in "".join(reader.parts).splitlines())
     return "\n".join(line for line in lines if line)
 
