@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -160,10 +162,6 @@ def test_bad_settings_fail_with_a_message_naming_the_variable(monkeypatch, reade
 
 
 def test_a_postgresql_url_keeps_its_options_beside_the_pool(tmp_path):
-    import json
-    import subprocess
-    import sys
-
     shown = subprocess.run(
         [sys.executable, "-c", "import json; from django.conf import settings; "
                                "print(json.dumps(settings.DATABASES['default']['OPTIONS']))"],

@@ -78,21 +78,22 @@ def is_missing(value: object) -> bool:
     return value is MISSING or value is None or value == "" or value == [] or value == {}
 
 
-def _strings(value: object) -> Iterator[str]:
+def strings(value: object) -> Iterator[str]:
+    """The texts in a value, at any depth: its strings, and its numbers as written."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _strings(item)
+            yield from strings(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _strings(item)
+            yield from strings(item)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         yield str(value)
 
 
 def source_text(value: object) -> str:
-    return "\n".join(_strings(value))
+    return "\n".join(strings(value))
 
 
 def normalise(text: str) -> str:

@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from ..criteria import readable_criteria
-from ..criteria.grounding import FETCHED_PAGES
+from ..criteria.grounding import FETCHED_PAGES, strings
 from ..tools import YIELD_CONTROL
 from .state import ActiveRun
 
@@ -144,19 +144,12 @@ def offered_for(run: ActiveRun, tools: list[dict[str, Any]], step: str) -> list[
         for tool in offered]
 
 
-def named_urls(value: Any) -> list[str]:
+def named_urls(input_data: Any) -> list[str]:
     """The http(s) URLs among the input's values (a value that is a URL and nothing else,
     at any depth), in order, each once."""
-    if isinstance(value, dict):
-        found = [url for item in value.values() for url in named_urls(item)]
-    elif isinstance(value, list):
-        found = [url for item in value for url in named_urls(item)]
-    elif isinstance(value, str) and value.strip().startswith(("http://", "https://")) \
-            and len(value.split()) == 1:
-        found = [value.strip()]
-    else:
-        found = []
-    return list(dict.fromkeys(found))
+    texts = (text.strip() for text in strings(input_data))
+    return list(dict.fromkeys(text for text in texts
+                              if text.startswith(("http://", "https://")) and len(text.split()) == 1))
 
 
 def _fetches(messages: list[dict[str, Any]]) -> Any:
